@@ -1,0 +1,54 @@
+"""The HTTP API (FastAPI): health, the live service graph, and what later issues add."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Query
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from api.nodegraph import node_graph
+from api.timeparams import parse_time_ns
+from rca.graph import ServiceGraph
+from rca.graphview import Window, default_window, graph_between
+from rca.ingestion import Ingestor
+
+
+def _param(name: str, value: str) -> int:
+    try:
+        return parse_time_ns(value)
+    except ValueError as exc:
+        raise HTTPException(422, detail=f"query parameter {name!r}: {exc}") from None
+
+
+def _window(graph: ServiceGraph, start: str | None, end: str | None) -> Window:
+    default = default_window(graph)
+    end_ns = _param("to", end) if end else default.end_ns
+    start_ns = _param("from", start) if start else end_ns - (default.end_ns - default.start_ns)
+    if end_ns <= start_ns:
+        raise HTTPException(422, detail="query parameter 'to' must be after 'from'")
+    return Window(start_ns, end_ns)
+
+
+def create_app(ingestor: Ingestor) -> FastAPI:
+    app = FastAPI(title="rca", version="0.1.0", description="Causal root-cause inference over OpenTelemetry traces")
+
+    @app.get("/healthz", response_class=PlainTextResponse)
+    def healthz() -> str:
+        return "ok\n"
+
+    @app.get("/readyz", response_class=PlainTextResponse)
+    def readyz() -> str:
+        return "ready\n"
+
+    @app.get("/graph")
+    def graph(
+        start: str | None = Query(None, alias="from", description="RFC3339 or epoch ms"),
+        end: str | None = Query(None, alias="to", description="RFC3339 or epoch ms"),
+    ) -> JSONResponse:
+        def render(g: ServiceGraph) -> dict[str, Any]:
+            return node_graph(graph_between(g, _window(g, start, end)))
+
+        return JSONResponse(ingestor.read(render))
+
+    return app

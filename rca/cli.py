@@ -1,0 +1,52 @@
+"""The `rca` command line (contract section 1)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from rca.config import FLAG_METAVARS, FLAG_NAMES, ConfigError, flag_help, load_settings
+
+
+def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("serve", help="run the OTLP receivers and the HTTP API")
+    for key in FLAG_NAMES:
+        parser.add_argument(f"--{key.replace('_', '-')}", dest=key, metavar=FLAG_METAVARS.get(key),
+                            help=flag_help[key], default=None)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rca", description="Causal root-cause inference over OpenTelemetry traces")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(sub)
+    bench = sub.add_parser("bench", help="benchmarks")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+    ingest = bench_sub.add_parser("ingest", help="end-to-end OTLP/gRPC ingest rate beside bare parse and receiver")
+    ingest.add_argument("--seconds", type=float, default=10.0, help="seconds per measurement (default 10)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "serve":
+        try:
+            settings = load_settings({k: getattr(args, k) for k in FLAG_NAMES}, os.environ)
+        except ConfigError as exc:
+            print(f"rca serve: {exc}", file=sys.stderr)
+            return 2
+        from rca.compose import serve
+
+        return serve(settings)
+    if args.command == "bench" and args.bench_command == "ingest":
+        from benchmarks.ingest import run_ingest_benchmark
+
+        return run_ingest_benchmark(args.seconds)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""The composition root: the one place that wires core, receivers and API into `rca serve`.
+
+It alone imports the adapters (`ingest`, `api`); the rest of `rca` stays free of grpc,
+fastapi and pydantic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any, TextIO
+
+import uvicorn
+
+from api.app import create_app
+from ingest.grpc_receiver import TraceServiceHandler, start_grpc_server
+from ingest.http_receiver import otlp_http_app
+from rca.config import HostPort, Settings
+from rca.graph import ServiceGraph
+from rca.ingestion import Ingestor
+from rca.receiving import SpanSink
+
+log = logging.getLogger("rca")
+
+
+class _QuietServer(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to `serve`."""
+
+    def install_signal_handlers(self) -> None:  # uvicorn < 0.29
+        return None
+
+    def capture_signals(self) -> Any:  # uvicorn >= 0.29
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+
+def _bind(address: HostPort) -> socket.socket:
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((address.host, address.port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def _http_server(app: Any) -> _QuietServer:
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=5)
+    return _QuietServer(config)
+
+
+class Service:
+    """Everything `rca serve` runs, built from `Settings`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.graph = ServiceGraph(window_seconds=settings.window_seconds, retention_seconds=settings.retention_seconds)
+        self.ingestor = Ingestor(self.graph, queue_size=settings.ingest_queue)
+        self.sink = SpanSink(self.ingestor)
+        self.api = create_app(self.ingestor)
+        self.otlp_http = otlp_http_app(
+            self.sink, max_message_bytes=settings.max_message_bytes, api_token=settings.api_token
+        )
+
+    async def run(self, stop: asyncio.Event, announce: Callable[[dict[str, str]], None]) -> None:
+        """Starts every listener, announces their addresses, serves until `stop` is set."""
+        s = self.settings
+        handler = TraceServiceHandler(self.sink, api_token=s.api_token)
+        grpc_server, grpc_port = start_grpc_server(handler, str(s.otlp_grpc), max_message_bytes=s.max_message_bytes)
+        sockets = {"otlp_http": _bind(s.otlp_http), "http": _bind(s.http)}
+        servers = {"otlp_http": _http_server(self.otlp_http), "http": _http_server(self.api)}
+        tasks = [asyncio.create_task(servers[k].serve(sockets=[sockets[k]])) for k in servers]
+        while not all(server.started for server in servers.values()):
+            if any(t.done() for t in tasks):
+                grpc_server.stop(0)
+                await asyncio.gather(*tasks)
+                raise OSError("an HTTP listener failed to start")
+            await asyncio.sleep(0.01)
+        ports = {k: sock.getsockname()[1] for k, sock in sockets.items()}
+        announce(
+            {
+                "event": "listening",
+                "otlp_grpc": str(HostPort(s.otlp_grpc.host, grpc_port)),
+                "otlp_http": str(HostPort(s.otlp_http.host, ports["otlp_http"])),
+                "http": str(HostPort(s.http.host, ports["http"])),
+            }
+        )
+        await stop.wait()
+        log.info("shutting down: receivers stop accepting, in-flight work finishes")
+        grpc_done = grpc_server.stop(grace=5)
+        for server in servers.values():
+            server.should_exit = True
+        await asyncio.gather(*tasks)
+        await asyncio.to_thread(grpc_done.wait)
+        self.ingestor.close()
+        log.info("stopped")
+
+
+def serve(settings: Settings, out: TextIO = sys.stdout) -> int:
+    """`rca serve`: runs until SIGTERM or SIGINT, then shuts down gracefully; returns 0."""
+    if settings.listens_beyond_loopback() and not settings.api_token:
+        log.warning("WARNING: listening beyond loopback without --api-token: anyone who can reach it can use it")
+
+    def announce(line: dict[str, str]) -> None:
+        out.write(json.dumps(line) + "\n")
+        out.flush()
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        await Service(settings).run(stop, announce)
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,226 @@
+"""Settings of `rca serve` (contract section 1): flag > environment > file > default.
+
+Every setting has a flag key (the argparse dest, e.g. ``otlp_grpc``), an environment variable
+(``RCA_`` + the key upper-cased) and a TOML key. The file (flag ``config`` or ``RCA_CONFIG``)
+holds keys at top level, or under a ``[serve]`` table, or both (a key may appear only once);
+keys are the field names, the flag spelling with dashes (``otlp-grpc``) is accepted too.
+Unknown flag or file keys are errors; unknown ``RCA_*`` variables are ignored, and an empty
+variable counts as unset. Errors are `ConfigError` and name the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import math
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A startup configuration error; the message names the key and its source."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A listen address; port 0 means any free port."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> HostPort:
+        """Parse ``HOST:PORT`` or ``[IPV6]:PORT``; raises ValueError."""
+        host, sep, port = text.strip().rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+            try:
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                raise ValueError(f"{text!r} has an invalid IPv6 host") from None
+        elif ":" in host:
+            raise ValueError(f"{text!r} is not HOST:PORT (write IPv6 hosts as [::1]:PORT)")
+        if not sep or not host or not port.isascii() or not port.isdigit():
+            raise ValueError(f"{text!r} is not HOST:PORT")
+        if any(c.isspace() or c in "/[]@" for c in host):
+            raise ValueError(f"{text!r} has an invalid host")
+        if int(port) > 65535:
+            raise ValueError(f"{text!r}: port must be 0..65535")
+        return cls(host, int(port))
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def is_loopback(self) -> bool:
+        """Whether the host is localhost, 127.0.0.0/8 or ::1."""
+        if self.host.lower() == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything `rca serve` is configured with."""
+
+    otlp_grpc: HostPort = HostPort("127.0.0.1", 4317)
+    otlp_http: HostPort = HostPort("127.0.0.1", 4318)
+    http: HostPort = HostPort("127.0.0.1", 8080)
+    db: str = "sqlite:///./rca-data/rca.db"
+    api_token: str | None = None
+    window_seconds: float = 10.0
+    retention_seconds: float = 900.0
+    ingest_queue: int = 64
+    max_message_bytes: int = 64 * 1024 * 1024
+    lookback_seconds: float = 300.0
+
+    def listens_beyond_loopback(self) -> bool:
+        """Whether any listener is reachable from other hosts."""
+        return not all(a.is_loopback() for a in (self.otlp_grpc, self.otlp_http, self.http))
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _hostport(value: object) -> HostPort:
+    return HostPort.parse(_text(value))
+
+
+def _db(value: object) -> str:
+    url = _text(value).strip()
+    if "://" not in url:
+        raise ValueError(f"{url!r} is not a database URL (e.g. sqlite:///./rca.db)")
+    return url
+
+
+def _token(value: object) -> str:
+    token = _text(value)
+    if not token or any(c.isspace() for c in token):  # never echo the secret
+        raise ValueError("the token must be non-empty and contain no whitespace")
+    return token
+
+
+def _number(
+    kind: type[int] | type[float], minimum: float, strict: bool = False
+) -> Callable[[object], Any]:
+    def convert(value: object) -> int | float:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(f"expected a number, got {type(value).__name__} {value!r}")
+        if kind is int and isinstance(value, float):
+            raise ValueError(f"{value!r} is not an integer")
+        try:
+            number = kind(value)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise ValueError(f"{value!r} is not {what}") from None
+        if not math.isfinite(number):
+            raise ValueError(f"{value!r} is not finite")
+        if number < minimum or (strict and number == minimum):
+            raise ValueError(f"{value!r} must be {'>' if strict else '>='} {minimum:g}")
+        return number
+
+    return convert
+
+
+# key -> (converter, metavar, help); the default comes from Settings.
+_FIELDS: dict[str, tuple[Callable[[object], Any], str, str]] = {
+    "otlp_grpc": (_hostport, "HOST:PORT", "OTLP/gRPC listen address"),
+    "otlp_http": (_hostport, "HOST:PORT", "OTLP/HTTP listen address"),
+    "http": (_hostport, "HOST:PORT", "HTTP API listen address"),
+    "db": (_db, "URL", "database URL (sqlite:/// embedded, postgresql:// for PostgreSQL)"),
+    "api_token": (_token, "TOKEN", "bearer token required by the API"),
+    "window_seconds": (_number(float, 0, strict=True), "SECONDS", "graph window length"),
+    "retention_seconds": (_number(float, 0), "SECONDS", "span history kept (>= window)"),
+    "ingest_queue": (_number(int, 1), "BATCHES", "ingest queue depth before 503/UNAVAILABLE"),
+    "max_message_bytes": (_number(int, 1024), "BYTES", "largest accepted OTLP message"),
+    "lookback_seconds": (_number(float, 0), "SECONDS", "incident look-back before first alert"),
+}
+_DEFAULTS = Settings()
+FLAG_NAMES: tuple[str, ...] = (*_FIELDS, "config")
+FLAG_METAVARS: Mapping[str, str] = {k: v[1] for k, v in _FIELDS.items()} | {"config": "FILE"}
+
+
+def _default_text(key: str) -> str:
+    value = getattr(_DEFAULTS, key)
+    return "none (no auth)" if value is None else str(value)
+
+
+flag_help: Mapping[str, str] = {
+    **{k: f"{v[2]} (env RCA_{k.upper()}, default {_default_text(k)})" for k, v in _FIELDS.items()},
+    "config": "TOML file holding any of these options (env RCA_CONFIG, default none)",
+}
+
+
+def _read_file(path: Path) -> dict[str, object]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {path}: {exc}") from None
+    serve = data.pop("serve", {})
+    if not isinstance(serve, dict):
+        raise ConfigError(f"'serve' in {path} must be a table")
+    values: dict[str, object] = {}
+    for key, value in [*data.items(), *serve.items()]:
+        name = key.replace("-", "_")
+        if name not in _FIELDS:
+            hint = difflib.get_close_matches(name, _FIELDS, n=1)
+            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ConfigError(f"unknown key {key!r} in {path}{extra}")
+        if name in values:
+            raise ConfigError(f"key {name!r} given twice in {path}")
+        values[name] = value
+    return values
+
+
+def load_settings(flags: Mapping[str, str | None], environ: Mapping[str, str]) -> Settings:
+    """Resolve settings from CLI flags (None = not given), environment and config file."""
+    given: dict[str, str] = {}
+    for key, value in flags.items():
+        name = key.lstrip("-").replace("-", "_")
+        if name not in FLAG_NAMES:
+            raise ConfigError(f"unknown flag key {key!r}")
+        if value is not None:
+            given[name] = value
+    config = given.pop("config", None)
+    config = config if config is not None else environ.get("RCA_CONFIG") or None
+    path = Path(config).expanduser() if config is not None else None
+    in_file = _read_file(path) if path is not None else {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name, (convert, _, _) in _FIELDS.items():
+        env = f"RCA_{name.upper()}"
+        raw: object
+        if name in given:
+            raw, source = given[name], "--" + name.replace("_", "-")
+        elif environ.get(env):
+            raw, source = environ[env], env
+        elif name in in_file:
+            raw, source = in_file[name], str(path)
+        else:
+            values[name], sources[name] = getattr(_DEFAULTS, name), "default"
+            continue
+        try:
+            values[name], sources[name] = convert(raw), source
+        except ValueError as exc:
+            raise ConfigError(f"invalid value for {name} (from {source}): {exc}") from None
+    settings = Settings(**values)
+    if settings.retention_seconds < settings.window_seconds:
+        raise ConfigError(
+            f"retention_seconds ({settings.retention_seconds:g}, from "
+            f"{sources['retention_seconds']}) must be >= window_seconds "
+            f"({settings.window_seconds:g}, from {sources['window_seconds']})"
+        )
+    return settings

@@ -1,0 +1,325 @@
+"""The service-causality graph: spans in, event-time windowed statistics per node and edge.
+
+Nodes are services, virtual callees named by peer attributes, and GPU resource nodes. Every
+span counts in its own node and operation; a child whose parent lies in another node adds a
+caller → callee edge. Children may arrive before their parents: they wait in `pending` until
+the parent shows up (resolution runs before every read, so acknowledged spans are visible).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from rca.accumulators import EdgeSum, OpSum, SignalSum, WindowAggregate
+from rca.histogram import buckets
+from rca.spanindex import SpanIndex
+from rca.spans import SpanBatch
+
+NO_OP = ""
+_RESOLVE_MIN = 20_000  # waiting children that trigger a resolution pass during ingest
+
+
+class NodeKind(StrEnum):
+    SERVICE = "service"
+    VIRTUAL = "virtual"
+    RESOURCE = "resource"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestCounts:
+    """Running totals of what the graph did with the spans it was given."""
+
+    spans: int
+    edges_resolved: int
+    pending: int
+    orphaned: int
+    outside_retention: int
+
+
+class Names:
+    """Node, operation and node-operation identities, shared by all windows."""
+
+    def __init__(self) -> None:
+        self.node_ids: dict[str, int] = {}
+        self.nodes: list[str] = []
+        self.kinds: list[NodeKind] = []
+        self.owners: list[int] = []  # node id of the service that owns each node
+        self.op_ids: dict[str, int] = {}
+        self.ops: list[str] = []
+        self.nodeop_ids: dict[int, int] = {}
+        self.nodeop_node = np.zeros(16, np.int64)
+        self.nodeop_op = np.zeros(16, np.int64)
+
+    def node(self, name: str, kind: NodeKind, owner: str | None = None) -> int:
+        index = self.node_ids.get(name)
+        if index is None:
+            index = self.node_ids[name] = len(self.nodes)
+            self.nodes.append(name)
+            self.kinds.append(kind)
+            self.owners.append(index if owner is None else self.node(owner, NodeKind.SERVICE))
+        elif kind is NodeKind.SERVICE and self.kinds[index] is not NodeKind.SERVICE:
+            self.kinds[index] = NodeKind.SERVICE  # a callee we only knew by name now reports spans
+            self.owners[index] = index
+        return index
+
+    def op(self, name: str) -> int:
+        index = self.op_ids.get(name)
+        if index is None:
+            index = self.op_ids[name] = len(self.ops)
+            self.ops.append(name)
+        return index
+
+    def nodeops(self, nodes: npt.NDArray[np.int64], ops: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        packed = (nodes << 32) | ops
+        unique, inverse = np.unique(packed, return_inverse=True)
+        ids = np.empty(unique.shape[0], np.int64)
+        for i, key in enumerate(unique.tolist()):
+            index = self.nodeop_ids.get(key)
+            if index is None:
+                index = self.nodeop_ids[key] = len(self.nodeop_ids)
+                if index >= self.nodeop_node.shape[0]:
+                    self.nodeop_node = np.resize(self.nodeop_node, index * 2)
+                    self.nodeop_op = np.resize(self.nodeop_op, index * 2)
+                self.nodeop_node[index] = key >> 32
+                self.nodeop_op[index] = key & 0xFFFFFFFF
+            ids[i] = index
+        return ids[inverse]
+
+
+@dataclass(slots=True)
+class _Pending:
+    """Children waiting for their parent span."""
+
+    parent: npt.NDArray[np.uint64]
+    nodeop: npt.NDArray[np.int64]
+    duration_s: npt.NDArray[np.float64]
+    error: npt.NDArray[np.bool_]
+    window: npt.NDArray[np.int64]
+
+
+class ServiceGraph:
+    """Windowed statistics of the service-causality graph, keyed by span start (event) time."""
+
+    def __init__(
+        self,
+        *,
+        window_seconds: float = 10.0,
+        retention_seconds: float = 900.0,
+        index_capacity: int = 1_000_000,
+        pending_windows: int = 6,
+    ) -> None:
+        self.window_ns = int(window_seconds * 1e9)
+        self.retention_windows = max(1, int(retention_seconds * 1e9) // self.window_ns)
+        self.pending_windows = pending_windows
+        self.names = Names()
+        self.windows: dict[int, WindowAggregate] = {}
+        self.newest_ns = 0
+        self._index = SpanIndex(capacity=index_capacity)
+        self._pending: list[_Pending] = []
+        self._pending_count = 0
+        self._resolve_at = _RESOLVE_MIN
+        self._spans = self._resolved = self._orphaned = self._late = 0
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add(self, batch: SpanBatch) -> None:
+        """Adds a batch of spans (any order, any event time within retention)."""
+        if len(batch) == 0:
+            return
+        self.newest_ns = max(self.newest_ns, int(batch.start_ns.max()))
+        oldest_kept = self.newest_ns // self.window_ns - self.retention_windows + 1
+        window = batch.start_ns // self.window_ns
+        keep = window >= oldest_kept
+        if not keep.all():
+            self._late += int((~keep).sum())
+            batch, window = batch.select(keep), window[keep]
+        self._spans += len(batch)
+        nodes, peers, resources = self._node_ids(batch)
+        ops = self._op_ids(batch)
+        nodeop = self.names.nodeops(nodes, ops)
+        empty_op = self.names.op(NO_OP)
+        peer_nodeop = np.full(len(batch), -1, np.int64)
+        has_peer = (peers >= 0) & (peers != nodes)
+        if has_peer.any():
+            peer_nodeop[has_peer] = self.names.nodeops(peers[has_peer], np.full(int(has_peer.sum()), empty_op))
+        duration = batch.duration_ns / 1e9
+        self._count_spans(window, nodeop, peer_nodeop, duration, batch.error)
+        has_resource = resources >= 0
+        if has_resource.any():
+            gpu_nodeop = self.names.nodeops(resources[has_resource], ops[has_resource])
+            sel = has_resource
+            self._count_ops(window[sel], gpu_nodeop, duration[sel], batch.error[sel])
+            self._count_edges(window[sel], nodeop[sel], gpu_nodeop, duration[sel], batch.error[sel])
+        self._count_signals(window, np.where(has_resource, resources, nodes), batch.signals)
+        self._index.insert(batch.span_id, nodeop, peer_nodeop, window)
+        has_parent = batch.parent_id != 0
+        self._pending.append(
+            _Pending(
+                batch.parent_id[has_parent], nodeop[has_parent], duration[has_parent],
+                batch.error[has_parent], window[has_parent],
+            )
+        )
+        self._pending_count += int(has_parent.sum())
+        if self._pending_count >= self._resolve_at:
+            self.resolve()
+            self._resolve_at = max(_RESOLVE_MIN, 2 * self._pending_count)
+        self._evict(oldest_kept)
+
+    def _node_ids(self, batch: SpanBatch) -> tuple[npt.NDArray[np.int64], ...]:
+        names, strings = self.names, batch.strings
+        service_of = np.full(len(strings), -1, np.int64)
+        for s in np.unique(batch.service).tolist():
+            service_of[s] = names.node(strings[s], NodeKind.SERVICE)
+        nodes = service_of[batch.service]
+        peers = self._lookup_nodes(batch.peer, strings, NodeKind.VIRTUAL, None)
+        resources = np.full(len(batch), -1, np.int64)
+        if (batch.resource >= 0).any():
+            pairs = {(int(r), int(s)) for r, s in zip(batch.resource, batch.service, strict=True) if r >= 0}
+            lookup = {r: names.node(strings[r], NodeKind.RESOURCE, strings[s]) for r, s in pairs}
+            resources = np.asarray([lookup.get(int(r), -1) for r in batch.resource], np.int64)
+        return nodes, peers, resources
+
+    def _lookup_nodes(
+        self, column: npt.NDArray[np.int32], strings: tuple[str, ...], kind: NodeKind, owner: str | None
+    ) -> npt.NDArray[np.int64]:
+        out = np.full(column.shape[0], -1, np.int64)
+        present = column >= 0
+        if present.any():
+            table = np.full(len(strings), -1, np.int64)
+            for s in np.unique(column[present]).tolist():
+                table[s] = self.names.node(strings[s], kind, owner)
+            out[present] = table[column[present]]
+        return out
+
+    def _op_ids(self, batch: SpanBatch) -> npt.NDArray[np.int64]:
+        table = np.full(len(batch.strings), -1, np.int64)
+        for s in np.unique(batch.operation).tolist():
+            table[s] = self.names.op(batch.strings[s])
+        return table[batch.operation]
+
+    def _window(self, index: int) -> WindowAggregate:
+        aggregate = self.windows.get(index)
+        if aggregate is None:
+            aggregate = self.windows[index] = WindowAggregate.new()
+        return aggregate
+
+    def _by_window(self, window: npt.NDArray[np.int64]) -> Iterable[tuple[WindowAggregate, npt.NDArray[np.bool_]]]:
+        for w in np.unique(window).tolist():
+            if w >= 0:
+                yield self._window(w), window == w
+
+    def _count_ops(self, window: npt.NDArray[np.int64], nodeop: npt.NDArray[np.int64],
+                   duration: npt.NDArray[np.float64], error: npt.NDArray[np.bool_]) -> None:
+        sums = np.zeros((nodeop.shape[0], len(OpSum)))
+        sums[:, OpSum.CALLS] = 1.0
+        sums[:, OpSum.ERRORS] = error
+        sums[:, OpSum.DURATION] = duration
+        hist = buckets(duration)
+        for aggregate, sel in self._by_window(window):
+            aggregate.ops.add(nodeop[sel], sums[sel], hist[sel])
+
+    def _count_edges(self, window: npt.NDArray[np.int64], caller: npt.NDArray[np.int64],
+                     callee: npt.NDArray[np.int64], duration: npt.NDArray[np.float64],
+                     error: npt.NDArray[np.bool_], peer: bool = False) -> None:
+        sums = np.zeros((caller.shape[0], len(EdgeSum)))
+        base = EdgeSum.PEER_CALLS if peer else EdgeSum.CALLS
+        sums[:, base] = 1.0
+        sums[:, base + 1] = error
+        sums[:, base + 2] = duration
+        keys = (caller << 32) | callee
+        hist = buckets(duration)
+        for aggregate, sel in self._by_window(window):
+            aggregate.edges.add(keys[sel], sums[sel], hist[sel])
+
+    def _count_spans(self, window: npt.NDArray[np.int64], nodeop: npt.NDArray[np.int64],
+                     peer_nodeop: npt.NDArray[np.int64], duration: npt.NDArray[np.float64],
+                     error: npt.NDArray[np.bool_]) -> None:
+        self._count_ops(window, nodeop, duration, error)
+        sel = peer_nodeop >= 0
+        if sel.any():
+            self._count_edges(window[sel], nodeop[sel], peer_nodeop[sel], duration[sel], error[sel], peer=True)
+
+    def _count_signals(self, window: npt.NDArray[np.int64], node: npt.NDArray[np.int64],
+                       signals: npt.NDArray[np.float64]) -> None:
+        rows, columns = np.nonzero(~np.isnan(signals))
+        if rows.shape[0] == 0:
+            return
+        values = signals[rows, columns]
+        sums = np.stack([np.ones_like(values), values, values * values], axis=1)
+        keys = (node[rows] << 8) | columns
+        hist = buckets(values)
+        for aggregate, sel in self._by_window(window[rows]):
+            aggregate.signals.add(keys[sel], sums[sel], hist[sel])
+
+    # -- parent resolution -----------------------------------------------------------------
+
+    def resolve(self) -> None:
+        """Matches waiting children with parents seen since; drops those waited too long."""
+        if not self._pending:
+            return
+        p = _Pending(*(np.concatenate(cols) for cols in zip(
+            *((x.parent, x.nodeop, x.duration_s, x.error, x.window) for x in self._pending), strict=True)))
+        self._pending = []
+        self._pending_count = 0
+        parent = self._index.lookup(p.parent)
+        found = parent[:, 0] >= 0
+        self._attribute(parent[found], p.nodeop[found], p.duration_s[found], p.error[found])
+        waiting = ~found
+        stale = p.window < self.newest_ns // self.window_ns - self.pending_windows
+        self._orphaned += int((waiting & stale).sum())
+        keep = waiting & ~stale
+        if keep.any():
+            self._pending_count = int(keep.sum())
+            self._pending.append(_Pending(p.parent[keep], p.nodeop[keep], p.duration_s[keep],
+                                          p.error[keep], p.window[keep]))
+
+    def _attribute(self, parent: npt.NDArray[np.int64], child: npt.NDArray[np.int64],
+                   duration: npt.NDArray[np.float64], error: npt.NDArray[np.bool_]) -> None:
+        if child.shape[0] == 0:
+            return
+        self._resolved += child.shape[0]
+        parent_nodeop, parent_peer, window = parent[:, 0], parent[:, 1], parent[:, 2]
+        sums = np.zeros((child.shape[0], len(OpSum)))
+        sums[:, OpSum.CHILD_DURATION] = duration
+        for aggregate, sel in self._by_window(window):
+            aggregate.ops.add(parent_nodeop[sel], sums[sel], None)
+        node_of = self.names.nodeop_node
+        remote = node_of[parent_nodeop] != node_of[child]
+        self._count_edges(window[remote], parent_nodeop[remote], child[remote], duration[remote], error[remote])
+        paired = remote & (parent_peer >= 0)
+        if paired.any():
+            sums = np.zeros((int(paired.sum()), len(EdgeSum)))
+            sums[:, EdgeSum.PAIRED] = 1.0
+            keys = (parent_nodeop[paired] << 32) | parent_peer[paired]
+            for aggregate, sel in self._by_window(window[paired]):
+                aggregate.edges.add(keys[sel], sums[sel], None)
+
+    def _evict(self, oldest_kept: int) -> None:
+        for w in [w for w in self.windows if w < oldest_kept]:
+            del self.windows[w]
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def aggregate(self, start_ns: int, end_ns: int) -> WindowAggregate:
+        """All windows overlapping [start_ns, end_ns), merged (parents resolved first)."""
+        self.resolve()
+        merged = WindowAggregate.new()
+        first, last = start_ns // self.window_ns, (end_ns - 1) // self.window_ns
+        for w in sorted(self.windows):
+            if first <= w <= last:
+                merged.merge(self.windows[w])
+        return merged
+
+    def counts(self) -> IngestCounts:
+        return IngestCounts(self._spans, self._resolved, self._pending_count, self._orphaned, self._late)
+
+    def nbytes(self) -> int:
+        return sum(w.nbytes() for w in self.windows.values())
+
+
+__all__ = ["EdgeSum", "IngestCounts", "NodeKind", "OpSum", "ServiceGraph", "SignalSum"]
