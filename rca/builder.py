@@ -1,20 +1,37 @@
-"""Row-by-row assembly of a `SpanBatch`, with the validation every decoder shares."""
+"""Assembly of a `SpanBatch` from raw span fields, with the validation every decoder shares.
+
+Decoders append rows (`add`) or whole columns (`extend`, the fast path); `build` validates all
+rows at once with numpy and sets the invalid ones aside with a reason.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
-from rca.conventions import AttrValue, peer_node, resource_node, span_signals
-from rca.spans import N_SIGNALS, DecodeResult, Rejection, SpanBatch
+from rca.conventions import NCCL_PREFIX, PROCESS_NUMA, AttrValue, peer_node, resource_node, span_signals
+from rca.spans import N_SIGNALS, DecodeResult, Rejection, Signal, SpanBatch
 
-_NO_SIGNALS = [math.nan] * N_SIGNALS
+_ZERO16, _ZERO8 = b"\0" * 16, b"\0" * 8
+Attributes = Mapping[str, AttrValue]
+
+
+def _ids(values: list[bytes], width: int, allow_empty: bool) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """Big-endian uint64 words of fixed-width ids, and which rows had a valid length."""
+    lengths = np.fromiter(map(len, values), np.int64, len(values))
+    ok = (lengths == width) | ((lengths == 0) if allow_empty else False)
+    if not ok.all() or allow_empty:
+        zero = b"\0" * width
+        values = [v if len(v) == width else zero for v in values]
+    words = np.frombuffer(b"".join(values), dtype=">u8").astype(np.uint64)
+    return words.reshape(len(values), width // 8), ok
 
 
 class SpanBatchBuilder:
-    """Collects spans, refusing invalid ones with a reason, then builds one `SpanBatch`."""
+    """Collects raw spans; `build` turns them into one validated `SpanBatch`."""
 
     def __init__(self) -> None:
         self._strings: dict[str, int] = {}
@@ -22,14 +39,14 @@ class SpanBatchBuilder:
         self._span: list[bytes] = []
         self._parent: list[bytes] = []
         self._service: list[int] = []
-        self._operation: list[int] = []
+        self._name: list[str] = []
         self._peer: list[int] = []
         self._resource: list[int] = []
         self._kind: list[int] = []
         self._start: list[int] = []
         self._end: list[int] = []
         self._error: list[bool] = []
-        self._signals: list[list[float]] = []
+        self._signal_rows: dict[int, list[float]] = {}
         self._rejected: dict[str, int] = {}
 
     def _intern(self, text: str) -> int:
@@ -39,75 +56,89 @@ class SpanBatchBuilder:
         return index
 
     def reject(self, reason: str, count: int = 1) -> None:
+        """Counts spans a decoder could not even read into fields."""
         self._rejected[reason] = self._rejected.get(reason, 0) + count
 
-    def add(
-        self,
-        trace_id: bytes,
-        span_id: bytes,
-        parent_id: bytes,
-        service: str,
-        name: str,
-        kind: int,
-        start_ns: int,
-        end_ns: int,
-        error: bool,
-        attributes: Mapping[str, AttrValue],
-        resource: Mapping[str, AttrValue],
-    ) -> bool:
-        """Adds one span; returns False (and records why) when it is invalid."""
-        if len(trace_id) != 16 or not any(trace_id):
-            self.reject(f"trace_id must be 16 non-zero bytes, got {len(trace_id)} bytes")
-            return False
-        if len(span_id) != 8 or not any(span_id):
-            self.reject(f"span_id must be 8 non-zero bytes, got {len(span_id)} bytes")
-            return False
-        if len(parent_id) not in (0, 8):
-            self.reject(f"parent_span_id must be empty or 8 bytes, got {len(parent_id)} bytes")
-            return False
-        if start_ns <= 0:
-            self.reject("start_time_unix_nano is missing")
-            return False
-        if end_ns < start_ns:
-            self.reject("end_time_unix_nano is before start_time_unix_nano")
-            return False
-        self._trace.append(trace_id)
-        self._span.append(span_id)
-        self._parent.append(parent_id or b"\0" * 8)
-        self._service.append(self._intern(service))
-        self._operation.append(self._intern(name))
-        self._kind.append(kind)
-        self._start.append(start_ns)
-        self._end.append(end_ns)
-        self._error.append(error)
-        if attributes or resource:
-            peer = peer_node(attributes)
-            gpu = resource_node(attributes, resource)
-            row = span_signals(name, (end_ns - start_ns) / 1e9, attributes, resource)
-        else:
-            peer = gpu = None
-            row = span_signals(name, (end_ns - start_ns) / 1e9, {}, {}) if name[:5] == "nccl:" else None
-        self._peer.append(-1 if peer is None else self._intern(peer))
-        self._resource.append(-1 if gpu is None else self._intern(gpu))
-        self._signals.append(_NO_SIGNALS if row is None else row)
-        return True
+    def add(self, trace_id: bytes, span_id: bytes, parent_id: bytes, service: str, name: str, kind: int,
+            start_ns: int, end_ns: int, error: bool, attributes: Attributes, resource: Attributes) -> None:
+        """Appends one span (validated in `build`)."""
+        self.extend(service, resource, [trace_id], [span_id], [parent_id], [name], [kind], [start_ns],
+                    [end_ns], [error], [attributes])
+
+    def extend(self, service: str, resource: Attributes, trace_ids: list[bytes], span_ids: list[bytes],
+               parent_ids: list[bytes], names: list[str], kinds: Sequence[int], starts: Sequence[int],
+               ends: Sequence[int], errors: Sequence[bool], attributes: Sequence[Attributes]) -> None:
+        """Appends the spans of one resource, column by column; `attributes` need hold only
+        the keys in `conventions.SPAN_KEYS` (an empty mapping where a span has none)."""
+        first = len(self._span)
+        self._trace += trace_ids
+        self._span += span_ids
+        self._parent += parent_ids
+        self._service += [self._intern(service)] * len(span_ids)
+        self._name += names
+        self._kind += kinds
+        self._start += starts
+        self._end += ends
+        self._error += errors
+        self._peer += [-1] * len(span_ids)
+        self._resource += [-1] * len(span_ids)
+        every_span = PROCESS_NUMA in resource
+        for offset, attrs in enumerate(attributes):
+            if attrs or every_span:
+                self._read_attributes(first + offset, attrs, resource)
+
+    def _read_attributes(self, row: int, attrs: Attributes, resource: Attributes) -> None:
+        peer = peer_node(attrs)
+        gpu = resource_node(attrs, resource)
+        if peer is not None:
+            self._peer[row] = self._intern(peer)
+        if gpu is not None:
+            self._resource[row] = self._intern(gpu)
+        signals = span_signals(attrs, resource)
+        if signals is not None:
+            self._signal_rows[row] = signals
 
     def build(self) -> DecodeResult:
-        n = len(self._span)
-        batch = SpanBatch(
-            trace_id=np.frombuffer(b"".join(self._trace), dtype=">u8").astype(np.uint64).reshape(n, 2),
-            span_id=np.frombuffer(b"".join(self._span), dtype=">u8").astype(np.uint64),
-            parent_id=np.frombuffer(b"".join(self._parent), dtype=">u8").astype(np.uint64),
-            service=np.asarray(self._service, np.int32),
-            operation=np.asarray(self._operation, np.int32),
-            peer=np.asarray(self._peer, np.int32),
-            resource=np.asarray(self._resource, np.int32),
-            kind=np.asarray(self._kind, np.int8),
-            start_ns=np.asarray(self._start, np.int64),
-            end_ns=np.asarray(self._end, np.int64),
-            error=np.asarray(self._error, np.bool_),
-            signals=np.asarray(self._signals, np.float64).reshape(n, N_SIGNALS),
-            strings=tuple(self._strings),
+        trace, trace_ok = _ids(self._trace, 16, allow_empty=False)
+        span, span_ok = _ids(self._span, 8, allow_empty=False)
+        parent, parent_ok = _ids(self._parent, 8, allow_empty=True)
+        start = np.asarray(self._start, np.int64)
+        end = np.asarray(self._end, np.int64)
+        checks = (
+            (trace_ok & trace.any(axis=1), "trace_id must be 16 bytes, not all zero"),
+            (span_ok & (span[:, 0] != 0), "span_id must be 8 bytes, not all zero"),
+            (parent_ok, "parent_span_id must be empty or 8 bytes"),
+            (start > 0, "start_time_unix_nano is missing"),
+            (end >= start, "end_time_unix_nano is before start_time_unix_nano"),
         )
-        rejections = tuple(Rejection(count, reason) for reason, count in self._rejected.items())
-        return DecodeResult(batch, rejections)
+        keep = np.ones(start.shape[0], np.bool_)
+        rejected = dict(self._rejected)
+        for ok, reason in checks:
+            bad = keep & ~ok
+            if bad.any():
+                rejected[reason] = rejected.get(reason, 0) + int(bad.sum())
+                keep &= ok
+        batch = self._columns(trace, span[:, 0], parent[:, 0], start, end)
+        rejections = tuple(Rejection(count, reason) for reason, count in rejected.items())
+        return DecodeResult(batch if keep.all() else batch.select(keep), rejections)
+
+    def _columns(self, trace: npt.NDArray[np.uint64], span: npt.NDArray[np.uint64], parent: npt.NDArray[np.uint64],
+                 start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]) -> SpanBatch:
+        n = start.shape[0]
+        names = {name: self._intern(name) for name in set(self._name)}
+        operation = np.fromiter(map(names.__getitem__, self._name), np.int32, n)
+        signals = np.full((n, N_SIGNALS), math.nan)
+        if self._signal_rows:
+            rows = np.fromiter(self._signal_rows, np.intp, len(self._signal_rows))
+            signals[rows] = np.asarray(list(self._signal_rows.values()), np.float64)
+        nccl = [index for name, index in names.items() if name.startswith(NCCL_PREFIX)]
+        if nccl:
+            is_nccl = np.isin(operation, nccl)
+            signals[is_nccl, Signal.NCCL_LATENCY] = (end[is_nccl] - start[is_nccl]) / 1e9
+        return SpanBatch(
+            trace_id=trace, span_id=span, parent_id=parent,
+            service=np.asarray(self._service, np.int32), operation=operation,
+            peer=np.asarray(self._peer, np.int32), resource=np.asarray(self._resource, np.int32),
+            kind=np.asarray(self._kind, np.int8), start_ns=start, end_ns=end,
+            error=np.asarray(self._error, np.bool_), signals=signals, strings=tuple(self._strings),
+        )

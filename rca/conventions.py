@@ -33,6 +33,7 @@ _DIRECT: dict[str, Signal] = {
     "nccl.bytes": Signal.NCCL_BYTES,
     "numa.remote_memory_ratio": Signal.NUMA_REMOTE_RATIO,
 }
+SIGNAL_ATTRIBUTES: Mapping[str, Signal] = _DIRECT  # attribute → signal, read-only
 
 PRIORITY_HEADER = "http.request.header.x-priority"
 PRIORITY_LEVEL = "gen_ai.request.priority"
@@ -75,22 +76,15 @@ def is_urgent(attributes: Mapping[str, AttrValue]) -> bool | None:
     return None if math.isnan(level) else level <= 0
 
 
-def span_signals(
-    name: str,
-    duration_s: float,
-    attributes: Mapping[str, AttrValue],
-    resource: Mapping[str, AttrValue],
-) -> list[float] | None:
-    """The signal row of one span, or None when the span carries no signal at all."""
+def span_signals(attributes: Mapping[str, AttrValue], resource: Mapping[str, AttrValue]) -> list[float] | None:
+    """The signal row of one span, or None when it carries no signal (NCCL latency, which
+    comes from the span's duration, is filled in by the builder)."""
     row: list[float] | None = None
     for key, value in attributes.items():
         signal = _DIRECT.get(key)
         if signal is not None:
             row = row or [math.nan] * N_SIGNALS
             row[signal] = _number(value)
-    if name.startswith(NCCL_PREFIX):
-        row = row or [math.nan] * N_SIGNALS
-        row[Signal.NCCL_LATENCY] = duration_s
     if row is not None and not math.isnan(row[Signal.QUEUE_TIME]):
         urgent = is_urgent(attributes)
         if urgent is not None:

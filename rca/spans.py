@@ -41,6 +41,7 @@ class Signal(IntEnum):
 N_SIGNALS = len(Signal)
 
 # SpanKind values as OTLP numbers them.
+KIND_UNSPECIFIED = 0
 KIND_INTERNAL = 1
 KIND_SERVER = 2
 KIND_CLIENT = 3

@@ -1,0 +1,43 @@
+"""Small helpers that build OTLP requests and span batches by hand for tests."""
+
+from __future__ import annotations
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from rca.builder import SpanBatchBuilder
+from rca.spans import SpanBatch
+
+T0 = 1_767_000_000_000_000_000  # an event time, ns
+
+
+def sid(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def tid(n: int) -> bytes:
+    return n.to_bytes(16, "big")
+
+
+def batch(*spans: tuple[str, str, int, int, int, int]) -> SpanBatch:
+    """Spans given as (service, name, span id, parent id or 0, start offset ms, duration ms)."""
+    builder = SpanBatchBuilder()
+    for service, name, span, parent, start_ms, dur_ms in spans:
+        start = T0 + start_ms * 1_000_000
+        builder.add(tid(1), sid(span), sid(parent) if parent else b"", service, name, 2, start,
+                    start + dur_ms * 1_000_000, False, {}, {})
+    return builder.build().batch
+
+
+def request(service: str, spans: list[Span]) -> ExportTraceServiceRequest:
+    message = ExportTraceServiceRequest()
+    rs = message.resource_spans.add()
+    kv = rs.resource.attributes.add()
+    kv.key, kv.value.string_value = "service.name", service
+    rs.scope_spans.add().spans.extend(spans)
+    return message
+
+
+def span(span_id: bytes, parent: bytes = b"", start: int = T0, end: int = T0 + 1_000_000, name: str = "op") -> Span:
+    return Span(trace_id=tid(7), span_id=span_id, parent_span_id=parent, name=name,
+                start_time_unix_nano=start, end_time_unix_nano=end, kind=Span.SPAN_KIND_SERVER)

@@ -1,0 +1,174 @@
+"""SpanBatch → OTLP protobuf → SpanBatch gives back the same spans."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ingest.otlp_encode import encode_batch
+from ingest.otlp_proto import decode_protobuf
+from rca.builder import SpanBatchBuilder
+from rca.conventions import AttrValue
+from rca.datasets.nezha import default_root, read_trace_csv
+from rca.spans import KIND_CLIENT, KIND_SERVER, Signal, SpanBatch
+
+NEZHA_MINUTE = default_root() / "nezha-dev" / "2023-01-29" / "trace" / "08_43_trace.csv.gz"
+
+
+def _rows(batch: SpanBatch) -> set[tuple[object, ...]]:
+    """Each span with its strings resolved, order- and interning-free."""
+    name = {-1: None, **dict(enumerate(batch.strings))}
+    return {
+        (
+            tuple(batch.trace_id[r].tolist()),
+            int(batch.span_id[r]),
+            int(batch.parent_id[r]),
+            name[int(batch.service[r])],
+            name[int(batch.operation[r])],
+            name[int(batch.peer[r])],
+            name[int(batch.resource[r])],
+            int(batch.kind[r]),
+            int(batch.start_ns[r]),
+            int(batch.end_ns[r]),
+            bool(batch.error[r]),
+            tuple("nan" if math.isnan(v) else v for v in batch.signals[r].tolist()),
+        )
+        for r in range(len(batch))
+    }
+
+
+def _decoded(messages: list[bytes]) -> list[SpanBatch]:
+    results = [decode_protobuf(message) for message in messages]
+    assert all(result.rejected == 0 for result in results)
+    return [result.batch for result in results]
+
+
+def _handmade() -> SpanBatch:
+    builder = SpanBatchBuilder()
+    trace = bytes(range(1, 17))
+    spans: list[
+        tuple[bytes, bytes, str, str, int, bool, dict[str, AttrValue], dict[str, AttrValue]]
+    ] = [
+        (
+            b"\x01" * 8,
+            b"",
+            "gateway",
+            "POST /v1/chat",
+            KIND_SERVER,
+            False,
+            {"peer.service": "llm", "http.request.header.x-priority": "high"},
+            {},
+        ),
+        (
+            b"\x02" * 8,
+            b"\x01" * 8,
+            "llm",
+            "generate",
+            KIND_SERVER,
+            True,
+            {
+                "gen_ai.latency.time_in_queue": 0.25,
+                "gen_ai.request.priority": 0,
+                "gen_ai.usage.prompt_tokens": 812,
+                "gpu.id": 3,
+                "gpu.numa_node": 1,
+                "kv_cache.usage": 0.9,
+            },
+            {"host.name": "node-a", "process.numa_node": 0},
+        ),
+        (
+            b"\x03" * 8,
+            b"\x02" * 8,
+            "llm",
+            "nccl:all_reduce",
+            KIND_CLIENT,
+            False,
+            {"nccl.bytes": 1 << 20, "gpu.id": "0", "db.system": "x"},
+            {},
+        ),
+        (
+            b"\xff" * 8,
+            b"\x02" * 8,
+            "llm",
+            "queue",
+            1,
+            False,
+            {"gen_ai.latency.time_in_queue": 0.5, "gen_ai.request.priority": 4, "gpu.numa_node": 0},
+            {"process.numa_node": 0},
+        ),
+    ]
+    for i, (span, parent, service, name, kind, error, attributes, resource) in enumerate(spans):
+        start = 1_700_000_000_000_000_000 + i * 1000
+        builder.add(
+            trace,
+            span,
+            parent,
+            service,
+            name,
+            kind,
+            start,
+            start + 500 + i,
+            error,
+            attributes,
+            resource,
+        )
+    return builder.build().batch
+
+
+def test_nezha_minute_round_trips() -> None:
+    if not NEZHA_MINUTE.exists():
+        pytest.skip(
+            f"Nezha dataset absent: expected {NEZHA_MINUTE} (see shared/datasets/README.md)"
+        )
+    batch = read_trace_csv(NEZHA_MINUTE)
+    messages = encode_batch(batch, max_spans=len(batch))
+    assert len(messages) == 1
+    (decoded,) = _decoded(messages)
+    assert len(decoded) == len(batch)
+    assert _rows(decoded) == _rows(batch)
+
+
+def test_handmade_batch_keeps_signals_peer_gpu_and_errors() -> None:
+    batch = _handmade()
+    assert not np.isnan(batch.signals[1, Signal.QUEUE_TIME_URGENT])
+    assert not np.isnan(batch.signals[3, Signal.QUEUE_TIME_ORDINARY])
+    assert batch.signals[1, Signal.NUMA_MISMATCH] == 1.0
+    assert batch.signals[3, Signal.NUMA_MISMATCH] == 0.0
+    assert not np.isnan(batch.signals[2, Signal.NCCL_LATENCY])
+    (decoded,) = _decoded(encode_batch(batch))
+    assert _rows(decoded) == _rows(batch)
+    assert {decoded.strings[i] for i in decoded.resource if i >= 0} == {
+        "gpu:node-a/3",
+        "gpu:unknown-host/0",
+    }
+
+
+def test_resource_spans_group_by_service() -> None:
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(encode_batch(_handmade())[0])
+    services = [
+        next(kv.value.string_value for kv in rs.resource.attributes if kv.key == "service.name")
+        for rs in request.resource_spans
+    ]
+    assert sorted(set(services)) == ["gateway", "llm"]
+    spans = [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    assert spans[1].status.code == 2 and spans[0].status.code == 0
+    assert spans[0].trace_id == bytes(range(1, 17)) and spans[0].parent_span_id == b""
+
+
+@pytest.mark.parametrize("max_spans", [1, 3, 4])
+def test_max_spans_splits_messages(max_spans: int) -> None:
+    batch = _handmade()
+    parts = _decoded(encode_batch(batch, max_spans))
+    assert len(parts) == math.ceil(len(batch) / max_spans)
+    assert all(len(part) <= max_spans for part in parts)
+    assert set().union(*map(_rows, parts)) == _rows(batch)
+
+
+def test_empty_batch_and_bad_limit() -> None:
+    assert encode_batch(SpanBatch.empty()) == []
+    with pytest.raises(ValueError, match="max_spans"):
+        encode_batch(_handmade(), 0)
