@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/rca demo
+	$(BIN)/python -m benchmarks.demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -19,7 +19,7 @@ from ingest.otlp_json import decode_otlp_json
 from ingest.otlp_proto import decode_protobuf
 from rca.ingestion import Overloaded
 from rca.receiving import ExportOutcome, SpanSink
-from rca.spans import DecodeError, DecodeResult
+from rca.spans import DecodeError, DecodeResult, TooLarge
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -92,7 +92,7 @@ def otlp_http_app(sink: SpanSink, *, max_message_bytes: int, api_token: str | No
             sink.refuse("oversize")
             return _answer(kind, 413, f"request exceeds {max_message_bytes} bytes")
         except DecodeError as exc:
-            reason = "oversize" if "exceeds" in str(exc) else "malformed"
+            reason = "oversize" if isinstance(exc, TooLarge) else "malformed"
             sink.refuse(reason)
             return _answer(kind, 413 if reason == "oversize" else 400, str(exc))
         except Overloaded as exc:

@@ -9,12 +9,11 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from rca.builder import SpanBatchBuilder
 from rca.conventions import PEER_KEYS, RESOURCE_KEYS, SERVICE_NAME, SPAN_KEYS, UNKNOWN_SERVICE, AttrValue
-from rca.spans import KIND_CLIENT, KIND_PRODUCER, KIND_UNSPECIFIED, DecodeError, DecodeResult
+from rca.spans import CALLER_KINDS, DecodeError, DecodeResult
 
 STATUS_ERROR = 2
 _NONE: dict[str, AttrValue] = {}
 _SPAN_KEY_BYTES = tuple(key.encode() for key in SPAN_KEYS)
-_CALLER_KINDS = frozenset({KIND_UNSPECIFIED, KIND_CLIENT, KIND_PRODUCER})
 
 
 def any_value(value: AnyValue) -> AttrValue:
@@ -84,5 +83,5 @@ def attribute_kinds(data: bytes) -> frozenset[int] | None:
     if not present:
         return frozenset()
     if all(key.decode() in PEER_KEYS for key in present):
-        return _CALLER_KINDS
+        return CALLER_KINDS
     return None

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rca.conventions import NCCL_PREFIX, PROCESS_NUMA, AttrValue, peer_node, resource_node, span_signals
-from rca.spans import N_SIGNALS, DecodeResult, Rejection, Signal, SpanBatch
+from rca.spans import CALLER_KINDS, N_SIGNALS, DecodeResult, Rejection, Signal, SpanBatch
 
 _ZERO16, _ZERO8 = b"\0" * 16, b"\0" * 8
 Attributes = Mapping[str, AttrValue]
@@ -85,10 +85,10 @@ class SpanBatchBuilder:
         every_span = PROCESS_NUMA in resource
         for offset, attrs in enumerate(attributes):
             if attrs or every_span:
-                self._read_attributes(first + offset, attrs, resource)
+                self._read_attributes(first + offset, kinds[offset], attrs, resource)
 
-    def _read_attributes(self, row: int, attrs: Attributes, resource: Attributes) -> None:
-        peer = peer_node(attrs)
+    def _read_attributes(self, row: int, kind: int, attrs: Attributes, resource: Attributes) -> None:
+        peer = peer_node(attrs) if kind in CALLER_KINDS else None
         gpu = resource_node(attrs, resource)
         if peer is not None:
             self._peer[row] = self._intern(peer)

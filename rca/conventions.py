@@ -99,8 +99,8 @@ def span_signals(attributes: Mapping[str, AttrValue], resource: Mapping[str, Att
 
 
 def peer_node(attributes: Mapping[str, AttrValue]) -> str | None:
-    """The virtual callee a span names: `peer.service`, else `db.system[/db.name]`, else
-    `server.address`."""
+    """The virtual callee a caller span (client, producer, unmarked) names: `peer.service`,
+    else `db.system[/db.name]`, else `server.address`."""
     peer = attributes.get("peer.service")
     if peer:
         return str(peer)

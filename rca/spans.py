@@ -47,6 +47,8 @@ KIND_SERVER = 2
 KIND_CLIENT = 3
 KIND_PRODUCER = 4
 KIND_CONSUMER = 5
+# Spans that call out and may name their callee by peer attributes (virtual nodes).
+CALLER_KINDS = frozenset({KIND_UNSPECIFIED, KIND_CLIENT, KIND_PRODUCER})
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,3 +140,7 @@ class DecodeResult:
 
 class DecodeError(ValueError):
     """A request body that cannot be read at all (a permanent error)."""
+
+
+class TooLarge(DecodeError):
+    """A body over the size limit, before or after decompression."""

@@ -57,7 +57,7 @@ def _handmade() -> SpanBatch:
             b"",
             "gateway",
             "POST /v1/chat",
-            KIND_SERVER,
+            KIND_CLIENT,
             False,
             {"peer.service": "llm", "http.request.header.x-priority": "high"},
             {},
