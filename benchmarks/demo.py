@@ -35,8 +35,9 @@ def shop_traces(count: int, start_ns: int, seed: int = 1) -> SpanBatch:
             t = visit(callee, trace, span, t)
         attributes = {"db.system": "redis"} if service == "cart" else {}
         end = t + int(rng.lognormvariate(13.5, 0.4))
-        builder.add(trace, span, parent, service, f"{service}.handle", 2, start, end, rng.random() < 0.01,
-                    attributes, {})
+        builder.add(
+            trace, span, parent, service, f"{service}.handle", 2, start, end, rng.random() < 0.01, attributes, {}
+        )
         return end
 
     for i in range(count):
@@ -46,8 +47,20 @@ def shop_traces(count: int, start_ns: int, seed: int = 1) -> SpanBatch:
 
 def main() -> int:
     server = subprocess.Popen(
-        [sys.executable, "-m", "rca.cli", "serve", "--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0",
-         "--http", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "rca.cli",
+            "serve",
+            "--otlp-grpc",
+            "127.0.0.1:0",
+            "--otlp-http",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert server.stdout is not None
     listening = json.loads(server.stdout.readline())

@@ -82,8 +82,9 @@ def _bare_receiver(payloads: list[bytes], seconds: float) -> float:
         ExportTraceServiceRequest().ParseFromString(request)
         return b""
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
-                         options=[("grpc.max_receive_message_length", 64 << 20)])
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.max_receive_message_length", 64 << 20)]
+    )
     handler = grpc.method_handlers_generic_handler(
         "opentelemetry.proto.collector.trace.v1.TraceService",
         {"Export": grpc.unary_unary_rpc_method_handler(export)},
@@ -101,7 +102,9 @@ def _rca(payloads: list[bytes], seconds: float) -> float:
     from rca.compose import Service
 
     settings = Settings(
-        otlp_grpc=HostPort("127.0.0.1", 0), otlp_http=HostPort("127.0.0.1", 0), http=HostPort("127.0.0.1", 0),
+        otlp_grpc=HostPort("127.0.0.1", 0),
+        otlp_http=HostPort("127.0.0.1", 0),
+        http=HostPort("127.0.0.1", 0),
         retention_seconds=600.0,
     )
     rates: list[float] = []
@@ -138,7 +141,9 @@ def run_ingest_benchmark(seconds: float) -> int:
     print(f"{'bare protobuf parse':<32}{r.parse:>12,.0f} spans/s")
     print(f"{'bare parse + extract (rca)':<32}{r.parse_extract:>12,.0f} spans/s")
     print(f"{'bare grpcio receiver':<32}{r.bare_receiver:>12,.0f} spans/s")
-    print(f"{'rca end to end (gRPC → graph)':<32}{r.rca_end_to_end:>12,.0f} spans/s"
-          f"   ({r.rca_end_to_end / r.bare_receiver:.2f} of bare receiver)")
+    print(
+        f"{'rca end to end (gRPC → graph)':<32}{r.rca_end_to_end:>12,.0f} spans/s"
+        f"   ({r.rca_end_to_end / r.bare_receiver:.2f} of bare receiver)"
+    )
     print(f"{'peak RSS':<32}{r.peak_rss_mb:>12,.0f} MB")
     return 0

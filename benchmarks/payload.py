@@ -20,7 +20,11 @@ def export_requests(count: int, spans_per_request: int, start_ns: int, seed: int
         for s in range(4):
             service = SERVICES[(r + s) % len(SERVICES)]
             rs = request.resource_spans.add()
-            for key, value in (("service.name", service), ("host.name", f"node-{s}"), ("telemetry.sdk.language", "python")):
+            for key, value in (
+                ("service.name", service),
+                ("host.name", f"node-{s}"),
+                ("telemetry.sdk.language", "python"),
+            ):
                 kv = rs.resource.attributes.add()
                 kv.key, kv.value.string_value = key, value
             spans = rs.scope_spans.add().spans

@@ -74,7 +74,8 @@ class TraceServiceHandler:
         if outcome.rejected:
             response.partial_success.rejected_spans = outcome.rejected
             response.partial_success.error_message = outcome.message
-        return response.SerializeToString()
+        body: bytes = response.SerializeToString()
+        return body
 
 
 def start_grpc_server(

@@ -50,7 +50,10 @@ def _answer(kind: str, status: int, message: str = "", outcome: ExportOutcome | 
         if kind == JSON:
             body: dict[str, object] = {}
             if rejected:
-                body["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": outcome.message if outcome else ""}
+                body["partialSuccess"] = {
+                    "rejectedSpans": str(rejected),
+                    "errorMessage": outcome.message if outcome else "",
+                }
             return Response(json.dumps(body), 200, media_type=JSON)
         response = ExportTraceServiceResponse()
         if rejected and outcome:

@@ -57,12 +57,17 @@ def _add_trace(builder: SpanBatchBuilder, trace: Any, path: str) -> None:
             raise DecodeError(f"{path}.spans[{k}]: startTime and duration must be integers (µs)") from None
         parent = _parent(span)
         builder.add(
-            _id(span.get("traceID", trace.get("traceID")), 16), _id(span.get("spanID"), 8),
-            _id(parent, 8) if parent else b"", str(process.get("serviceName") or "unknown_service"),
-            str(span.get("operationName", "")), _KINDS.get(str(tags.get("span.kind", "")).lower(), 0),
-            start_us * 1000, (start_us + duration_us) * 1000,
+            _id(span.get("traceID", trace.get("traceID")), 16),
+            _id(span.get("spanID"), 8),
+            _id(parent, 8) if parent else b"",
+            str(process.get("serviceName") or "unknown_service"),
+            str(span.get("operationName", "")),
+            _KINDS.get(str(tags.get("span.kind", "")).lower(), 0),
+            start_us * 1000,
+            (start_us + duration_us) * 1000,
             tags.get("error") in (True, "true") or tags.get("otel.status_code") == "ERROR",
-            tags, _tags(process.get("tags")),
+            tags,
+            _tags(process.get("tags")),
         )
 
 

@@ -34,9 +34,7 @@ GPU_PREFIX = "gpu:"
 PEER_SERVICE = "peer.service"
 
 # The first attribute named for each signal (e.g. `gen_ai.usage.input_tokens`).
-_SIGNAL_KEY: dict[Signal, str] = {
-    signal: key for key, signal in reversed(list(SIGNAL_ATTRIBUTES.items()))
-}
+_SIGNAL_KEY: dict[Signal, str] = {signal: key for key, signal in reversed(list(SIGNAL_ATTRIBUTES.items()))}
 
 # (service, host.name or None, whether the resource carries process.numa_node)
 ResourceKey = tuple[str, str | None, bool]
@@ -78,9 +76,7 @@ def _resource_attributes(key: ResourceKey) -> list[KeyValue]:
 def _signal_attributes(batch: SpanBatch, row: int) -> dict[str, str | int | float]:
     signals = batch.signals[row]
     attributes: dict[str, str | int | float] = {
-        key: float(signals[signal])
-        for signal, key in _SIGNAL_KEY.items()
-        if not math.isnan(signals[signal])
+        key: float(signals[signal]) for signal, key in _SIGNAL_KEY.items() if not math.isnan(signals[signal])
     }
     if not math.isnan(signals[Signal.QUEUE_TIME]):
         if not math.isnan(signals[Signal.QUEUE_TIME_URGENT]):

@@ -13,8 +13,14 @@ from rca.builder import SpanBatchBuilder
 from rca.conventions import RESOURCE_KEYS, SERVICE_NAME, SPAN_KEYS, UNKNOWN_SERVICE, AttrValue
 from rca.spans import DecodeError, DecodeResult
 
-_KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2,
-          "SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+_KINDS = {
+    "SPAN_KIND_UNSPECIFIED": 0,
+    "SPAN_KIND_INTERNAL": 1,
+    "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3,
+    "SPAN_KIND_PRODUCER": 4,
+    "SPAN_KIND_CONSUMER": 5,
+}
 _ERROR = (2, "2", "STATUS_CODE_ERROR")
 
 
@@ -82,8 +88,13 @@ def _span_row(span: Any, path: str) -> tuple[bytes, bytes, bytes, str, int, int,
         raise DecodeError(f"{path}: bad number or enum: {exc}") from None
     parent = _field(span, "parentSpanId", "parent_span_id", "")
     return (
-        _hex(_field(span, "traceId", "trace_id")), _hex(_field(span, "spanId", "span_id")),
-        _hex(parent) if parent else b"", str(span.get("name", "")), kind_number, start, end,
+        _hex(_field(span, "traceId", "trace_id")),
+        _hex(_field(span, "spanId", "span_id")),
+        _hex(parent) if parent else b"",
+        str(span.get("name", "")),
+        kind_number,
+        start,
+        end,
         isinstance(status, dict) and status.get("code") in _ERROR,
         attributes(span.get("attributes"), SPAN_KEYS),
     )

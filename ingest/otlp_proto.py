@@ -50,19 +50,24 @@ def extract(request: ExportTraceServiceRequest, read_kinds: frozenset[int] | Non
     builder = SpanBatchBuilder()
     every, kinds = read_kinds is None, read_kinds or frozenset()
     for resource_spans in request.resource_spans:
-        resource = {
-            kv.key: any_value(kv.value)
-            for kv in resource_spans.resource.attributes
-            if kv.key in RESOURCE_KEYS
-        }
+        resource = {kv.key: any_value(kv.value) for kv in resource_spans.resource.attributes if kv.key in RESOURCE_KEYS}
         service = str(resource.get(SERVICE_NAME) or UNKNOWN_SERVICE)
         for scope_spans in resource_spans.scope_spans:
             spans = scope_spans.spans
             if not spans:
                 continue
             rows = [
-                (s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.start_time_unix_nano,
-                 s.end_time_unix_nano, s.status.code == STATUS_ERROR, _wanted(s) if s.attributes and (every or s.kind in kinds) else _NONE)
+                (
+                    s.trace_id,
+                    s.span_id,
+                    s.parent_span_id,
+                    s.name,
+                    s.kind,
+                    s.start_time_unix_nano,
+                    s.end_time_unix_nano,
+                    s.status.code == STATUS_ERROR,
+                    _wanted(s) if s.attributes and (every or s.kind in kinds) else _NONE,
+                )
                 for s in spans
             ]
             trace, span, parent, name, kind, start, end, error, attributes = map(list, zip(*rows, strict=True))

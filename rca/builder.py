@@ -59,15 +59,49 @@ class SpanBatchBuilder:
         """Counts spans a decoder could not even read into fields."""
         self._rejected[reason] = self._rejected.get(reason, 0) + count
 
-    def add(self, trace_id: bytes, span_id: bytes, parent_id: bytes, service: str, name: str, kind: int,
-            start_ns: int, end_ns: int, error: bool, attributes: Attributes, resource: Attributes) -> None:
+    def add(
+        self,
+        trace_id: bytes,
+        span_id: bytes,
+        parent_id: bytes,
+        service: str,
+        name: str,
+        kind: int,
+        start_ns: int,
+        end_ns: int,
+        error: bool,
+        attributes: Attributes,
+        resource: Attributes,
+    ) -> None:
         """Appends one span (validated in `build`)."""
-        self.extend(service, resource, [trace_id], [span_id], [parent_id], [name], [kind], [start_ns],
-                    [end_ns], [error], [attributes])
+        self.extend(
+            service,
+            resource,
+            [trace_id],
+            [span_id],
+            [parent_id],
+            [name],
+            [kind],
+            [start_ns],
+            [end_ns],
+            [error],
+            [attributes],
+        )
 
-    def extend(self, service: str, resource: Attributes, trace_ids: list[bytes], span_ids: list[bytes],
-               parent_ids: list[bytes], names: list[str], kinds: Sequence[int], starts: Sequence[int],
-               ends: Sequence[int], errors: Sequence[bool], attributes: Sequence[Attributes]) -> None:
+    def extend(
+        self,
+        service: str,
+        resource: Attributes,
+        trace_ids: list[bytes],
+        span_ids: list[bytes],
+        parent_ids: list[bytes],
+        names: list[str],
+        kinds: Sequence[int],
+        starts: Sequence[int],
+        ends: Sequence[int],
+        errors: Sequence[bool],
+        attributes: Sequence[Attributes],
+    ) -> None:
         """Appends the spans of one resource, column by column; `attributes` need hold only
         the keys in `conventions.SPAN_KEYS` (an empty mapping where a span has none)."""
         first = len(self._span)
@@ -122,8 +156,14 @@ class SpanBatchBuilder:
         rejections = tuple(Rejection(count, reason) for reason, count in rejected.items())
         return DecodeResult(batch if keep.all() else batch.select(keep), rejections)
 
-    def _columns(self, trace: npt.NDArray[np.uint64], span: npt.NDArray[np.uint64], parent: npt.NDArray[np.uint64],
-                 start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]) -> SpanBatch:
+    def _columns(
+        self,
+        trace: npt.NDArray[np.uint64],
+        span: npt.NDArray[np.uint64],
+        parent: npt.NDArray[np.uint64],
+        start: npt.NDArray[np.int64],
+        end: npt.NDArray[np.int64],
+    ) -> SpanBatch:
         n = start.shape[0]
         names = {name: self._intern(name) for name in set(self._name)}
         operation = np.fromiter(map(names.__getitem__, self._name), np.int32, n)
@@ -136,9 +176,17 @@ class SpanBatchBuilder:
             is_nccl = np.isin(operation, nccl)
             signals[is_nccl, Signal.NCCL_LATENCY] = (end[is_nccl] - start[is_nccl]) / 1e9
         return SpanBatch(
-            trace_id=trace, span_id=span, parent_id=parent,
-            service=np.asarray(self._service, np.int32), operation=operation,
-            peer=np.asarray(self._peer, np.int32), resource=np.asarray(self._resource, np.int32),
-            kind=np.asarray(self._kind, np.int8), start_ns=start, end_ns=end,
-            error=np.asarray(self._error, np.bool_), signals=signals, strings=tuple(self._strings),
+            trace_id=trace,
+            span_id=span,
+            parent_id=parent,
+            service=np.asarray(self._service, np.int32),
+            operation=operation,
+            peer=np.asarray(self._peer, np.int32),
+            resource=np.asarray(self._resource, np.int32),
+            kind=np.asarray(self._kind, np.int8),
+            start_ns=start,
+            end_ns=end,
+            error=np.asarray(self._error, np.bool_),
+            signals=signals,
+            strings=tuple(self._strings),
         )

@@ -14,8 +14,9 @@ from rca.config import FLAG_METAVARS, FLAG_NAMES, ConfigError, flag_help, load_s
 def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("serve", help="run the OTLP receivers and the HTTP API")
     for key in FLAG_NAMES:
-        parser.add_argument(f"--{key.replace('_', '-')}", dest=key, metavar=FLAG_METAVARS.get(key),
-                            help=flag_help[key], default=None)
+        parser.add_argument(
+            f"--{key.replace('_', '-')}", dest=key, metavar=FLAG_METAVARS.get(key), help=flag_help[key], default=None
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:

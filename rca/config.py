@@ -108,9 +108,7 @@ def _token(value: object) -> str:
     return token
 
 
-def _number(
-    kind: type[int] | type[float], minimum: float, strict: bool = False
-) -> Callable[[object], Any]:
+def _number(kind: type[int] | type[float], minimum: float, strict: bool = False) -> Callable[[object], Any]:
     def convert(value: object) -> int | float:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ValueError(f"expected a number, got {type(value).__name__} {value!r}")

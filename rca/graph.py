@@ -160,8 +160,11 @@ class ServiceGraph:
         has_parent = batch.parent_id != 0
         self._pending.append(
             _Pending(
-                batch.parent_id[has_parent], nodeop[has_parent], duration[has_parent],
-                batch.error[has_parent], window[has_parent],
+                batch.parent_id[has_parent],
+                nodeop[has_parent],
+                duration[has_parent],
+                batch.error[has_parent],
+                window[has_parent],
             )
         )
         self._pending_count += int(has_parent.sum())
@@ -213,8 +216,13 @@ class ServiceGraph:
             if w >= 0:
                 yield self._window(w), window == w
 
-    def _count_ops(self, window: npt.NDArray[np.int64], nodeop: npt.NDArray[np.int64],
-                   duration: npt.NDArray[np.float64], error: npt.NDArray[np.bool_]) -> None:
+    def _count_ops(
+        self,
+        window: npt.NDArray[np.int64],
+        nodeop: npt.NDArray[np.int64],
+        duration: npt.NDArray[np.float64],
+        error: npt.NDArray[np.bool_],
+    ) -> None:
         sums = np.zeros((nodeop.shape[0], len(OpSum)))
         sums[:, OpSum.CALLS] = 1.0
         sums[:, OpSum.ERRORS] = error
@@ -223,9 +231,15 @@ class ServiceGraph:
         for aggregate, sel in self._by_window(window):
             aggregate.ops.add(nodeop[sel], sums[sel], hist[sel])
 
-    def _count_edges(self, window: npt.NDArray[np.int64], caller: npt.NDArray[np.int64],
-                     callee: npt.NDArray[np.int64], duration: npt.NDArray[np.float64],
-                     error: npt.NDArray[np.bool_], peer: bool = False) -> None:
+    def _count_edges(
+        self,
+        window: npt.NDArray[np.int64],
+        caller: npt.NDArray[np.int64],
+        callee: npt.NDArray[np.int64],
+        duration: npt.NDArray[np.float64],
+        error: npt.NDArray[np.bool_],
+        peer: bool = False,
+    ) -> None:
         sums = np.zeros((caller.shape[0], len(EdgeSum)))
         base = EdgeSum.PEER_CALLS if peer else EdgeSum.CALLS
         sums[:, base] = 1.0
@@ -236,16 +250,22 @@ class ServiceGraph:
         for aggregate, sel in self._by_window(window):
             aggregate.edges.add(keys[sel], sums[sel], hist[sel])
 
-    def _count_spans(self, window: npt.NDArray[np.int64], nodeop: npt.NDArray[np.int64],
-                     peer_nodeop: npt.NDArray[np.int64], duration: npt.NDArray[np.float64],
-                     error: npt.NDArray[np.bool_]) -> None:
+    def _count_spans(
+        self,
+        window: npt.NDArray[np.int64],
+        nodeop: npt.NDArray[np.int64],
+        peer_nodeop: npt.NDArray[np.int64],
+        duration: npt.NDArray[np.float64],
+        error: npt.NDArray[np.bool_],
+    ) -> None:
         self._count_ops(window, nodeop, duration, error)
         sel = peer_nodeop >= 0
         if sel.any():
             self._count_edges(window[sel], nodeop[sel], peer_nodeop[sel], duration[sel], error[sel], peer=True)
 
-    def _count_signals(self, window: npt.NDArray[np.int64], node: npt.NDArray[np.int64],
-                       signals: npt.NDArray[np.float64]) -> None:
+    def _count_signals(
+        self, window: npt.NDArray[np.int64], node: npt.NDArray[np.int64], signals: npt.NDArray[np.float64]
+    ) -> None:
         rows, columns = np.nonzero(~np.isnan(signals))
         if rows.shape[0] == 0:
             return
@@ -262,8 +282,14 @@ class ServiceGraph:
         """Matches waiting children with parents seen since; drops those waited too long."""
         if not self._pending:
             return
-        p = _Pending(*(np.concatenate(cols) for cols in zip(
-            *((x.parent, x.nodeop, x.duration_s, x.error, x.window) for x in self._pending), strict=True)))
+        p = _Pending(
+            *(
+                np.concatenate(cols)
+                for cols in zip(
+                    *((x.parent, x.nodeop, x.duration_s, x.error, x.window) for x in self._pending), strict=True
+                )
+            )
+        )
         self._pending = []
         self._pending_count = 0
         parent = self._index.lookup(p.parent)
@@ -275,11 +301,17 @@ class ServiceGraph:
         keep = waiting & ~stale
         if keep.any():
             self._pending_count = int(keep.sum())
-            self._pending.append(_Pending(p.parent[keep], p.nodeop[keep], p.duration_s[keep],
-                                          p.error[keep], p.window[keep]))
+            self._pending.append(
+                _Pending(p.parent[keep], p.nodeop[keep], p.duration_s[keep], p.error[keep], p.window[keep])
+            )
 
-    def _attribute(self, parent: npt.NDArray[np.int64], child: npt.NDArray[np.int64],
-                   duration: npt.NDArray[np.float64], error: npt.NDArray[np.bool_]) -> None:
+    def _attribute(
+        self,
+        parent: npt.NDArray[np.int64],
+        child: npt.NDArray[np.int64],
+        duration: npt.NDArray[np.float64],
+        error: npt.NDArray[np.bool_],
+    ) -> None:
         if child.shape[0] == 0:
             return
         self._resolved += child.shape[0]

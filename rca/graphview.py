@@ -75,8 +75,9 @@ def _add_edges(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) -> N
     node_of = names.nodeop_node
     calls = sums[:, EdgeSum.CALLS]
     unpaired = np.maximum(sums[:, EdgeSum.PEER_CALLS] - sums[:, EdgeSum.PAIRED], 0.0)
-    share = np.divide(unpaired, sums[:, EdgeSum.PEER_CALLS], out=np.zeros_like(unpaired),
-                      where=sums[:, EdgeSum.PEER_CALLS] > 0)
+    share = np.divide(
+        unpaired, sums[:, EdgeSum.PEER_CALLS], out=np.zeros_like(unpaired), where=sums[:, EdgeSum.PEER_CALLS] > 0
+    )
     edge_calls = calls + unpaired
     edge_errors = sums[:, EdgeSum.ERRORS] + sums[:, EdgeSum.PEER_ERRORS] * share
     edge_time = sums[:, EdgeSum.DURATION] + sums[:, EdgeSum.PEER_DURATION] * share
@@ -94,8 +95,11 @@ def _add_edges(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) -> N
         hists[pair] += hist[i]
     for (caller, callee), (n, errors, seconds, virtual_calls) in totals.items():
         graph.add_edge(
-            names.nodes[caller], names.nodes[callee],
-            calls=float(n), errors=float(errors), error_rate=float(errors / n),
+            names.nodes[caller],
+            names.nodes[callee],
+            calls=float(n),
+            errors=float(errors),
+            error_rate=float(errors / n),
             virtual=bool(virtual_calls >= n),
             **_latency(hists[(caller, callee)], float(n), float(seconds)),
         )
@@ -112,7 +116,10 @@ def _add_signals(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) ->
             graph.add_node(name)
         signals = graph.nodes[name].setdefault("signals", {})
         signals[Signal(key & 0xFF).name.lower()] = {
-            "count": count, "mean": mean, "std": variance**0.5, "p95": quantile(h, 0.95),
+            "count": count,
+            "mean": mean,
+            "std": variance**0.5,
+            "p95": quantile(h, 0.95),
         }
 
 

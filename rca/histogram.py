@@ -16,7 +16,8 @@ def buckets(values: npt.NDArray[np.float64]) -> npt.NDArray[np.intp]:
     with np.errstate(divide="ignore", invalid="ignore"):
         scaled = np.ceil(np.log2(np.maximum(values, LOW) / LOW) * PER_OCTAVE)
     scaled = np.nan_to_num(scaled, nan=0.0)
-    return np.clip(scaled, 0, N_BUCKETS - 1).astype(np.intp)
+    result: npt.NDArray[np.intp] = np.clip(scaled, 0, N_BUCKETS - 1).astype(np.intp)
+    return result
 
 
 def upper_bounds() -> npt.NDArray[np.float64]:

@@ -76,7 +76,7 @@ class Ingestor:
             try:
                 with self._lock:
                     self.graph.add(job.batch)
-            except Exception as exc:  # a bug in the graph must not kill ingest  # noqa: BLE001
+            except Exception as exc:  # a bug in the graph must not kill ingest
                 job.error = exc
             job.done.set()
 

@@ -33,8 +33,7 @@ class SpanIndex:
         if len(self._current) + span_ids.shape[0] > self.capacity:
             self._previous, self._current = self._current, {}
         self._current.update(
-            zip(span_ids.tolist(), zip(nodeops.tolist(), peers.tolist(), windows.tolist(), strict=True),
-                strict=True)
+            zip(span_ids.tolist(), zip(nodeops.tolist(), peers.tolist(), windows.tolist(), strict=True), strict=True)
         )
 
     def lookup(self, span_ids: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:

@@ -31,9 +31,25 @@ class Server:
 def start_server(tmp_path: Path, *extra: str) -> Server:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RCA_")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "rca.cli", "serve", "--otlp-grpc", "127.0.0.1:0", "--otlp-http",
-         "127.0.0.1:0", "--http", "127.0.0.1:0", "--db", f"sqlite:///{tmp_path}/rca.db", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "rca.cli",
+            "serve",
+            "--otlp-grpc",
+            "127.0.0.1:0",
+            "--otlp-http",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--db",
+            f"sqlite:///{tmp_path}/rca.db",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     assert process.stdout is not None
     line = process.stdout.readline()

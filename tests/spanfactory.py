@@ -24,8 +24,19 @@ def batch(*spans: tuple[str, str, int, int, int, int]) -> SpanBatch:
     builder = SpanBatchBuilder()
     for service, name, span, parent, start_ms, dur_ms in spans:
         start = T0 + start_ms * 1_000_000
-        builder.add(tid(1), sid(span), sid(parent) if parent else b"", service, name, 2, start,
-                    start + dur_ms * 1_000_000, False, {}, {})
+        builder.add(
+            tid(1),
+            sid(span),
+            sid(parent) if parent else b"",
+            service,
+            name,
+            2,
+            start,
+            start + dur_ms * 1_000_000,
+            False,
+            {},
+            {},
+        )
     return builder.build().batch
 
 
@@ -39,5 +50,12 @@ def request(service: str, spans: list[Span]) -> ExportTraceServiceRequest:
 
 
 def span(span_id: bytes, parent: bytes = b"", start: int = T0, end: int = T0 + 1_000_000, name: str = "op") -> Span:
-    return Span(trace_id=tid(7), span_id=span_id, parent_span_id=parent, name=name,
-                start_time_unix_nano=start, end_time_unix_nano=end, kind=Span.SPAN_KIND_SERVER)
+    return Span(
+        trace_id=tid(7),
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name,
+        start_time_unix_nano=start,
+        end_time_unix_nano=end,
+        kind=Span.SPAN_KIND_SERVER,
+    )

@@ -133,9 +133,7 @@ def test_unknown_flag_is_error_unknown_env_is_not() -> None:
 def test_bad_value_names_key_and_source(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings({}, {"RCA_OTLP_GRPC": "abc"})
-    assert str(err.value) == (
-        "invalid value for otlp_grpc (from RCA_OTLP_GRPC): 'abc' is not HOST:PORT"
-    )
+    assert str(err.value) == ("invalid value for otlp_grpc (from RCA_OTLP_GRPC): 'abc' is not HOST:PORT")
     with pytest.raises(ConfigError, match=r"invalid value for http \(from --http\)"):
         load_settings({"http": "nope"}, {})
     path = write(tmp_path, "otlp_grpc = 4317\n")

@@ -80,9 +80,7 @@ def test_minute_file_rows_services_and_ids() -> None:
     assert all(s.startswith("ts-") and not s[-1].isdigit() for s in services)
     first = dict(zip(COLUMNS, lines[1].split(","), strict=True))
     assert batch.span_id[0] == int(first["SpanID"], 16)
-    assert (int(batch.trace_id[0, 0]) << 64) | int(batch.trace_id[0, 1]) == int(
-        first["TraceID"], 16
-    )
+    assert (int(batch.trace_id[0, 0]) << 64) | int(batch.trace_id[0, 1]) == int(first["TraceID"], 16)
     assert batch.start_ns[0] == int(first["StartTimeUnixNano"])
     assert (batch.parent_id == 0).sum() == sum(1 for line in lines if ",root," in line)
     assert batch.kind.max() == 0 and not batch.error.any() and np.isnan(batch.signals).all()
@@ -146,10 +144,7 @@ def test_bad_id_is_refused(tmp_path: Path) -> None:
 def test_parents_resolve_within_the_file(cases: dict[str, NezhaCase]) -> None:
     for path in cases["nezha_TT_2023-01-29_1119"].trace_files:
         batch = read_trace_csv(path)
-        known = {
-            (int(t[0]), int(t[1]), int(s))
-            for t, s in zip(batch.trace_id, batch.span_id, strict=True)
-        }
+        known = {(int(t[0]), int(t[1]), int(s)) for t, s in zip(batch.trace_id, batch.span_id, strict=True)}
         edges = _edges(batch)
         present = sum((th, tl, parent) in known for th, tl, parent, _ in edges)
         assert present / len(edges) > 0.95, path

@@ -49,9 +49,7 @@ def _decoded(messages: list[bytes]) -> list[SpanBatch]:
 def _handmade() -> SpanBatch:
     builder = SpanBatchBuilder()
     trace = bytes(range(1, 17))
-    spans: list[
-        tuple[bytes, bytes, str, str, int, bool, dict[str, AttrValue], dict[str, AttrValue]]
-    ] = [
+    spans: list[tuple[bytes, bytes, str, str, int, bool, dict[str, AttrValue], dict[str, AttrValue]]] = [
         (
             b"\x01" * 8,
             b"",
@@ -120,9 +118,7 @@ def _handmade() -> SpanBatch:
 
 def test_nezha_minute_round_trips() -> None:
     if not NEZHA_MINUTE.exists():
-        pytest.skip(
-            f"Nezha dataset absent: expected {NEZHA_MINUTE} (see shared/datasets/README.md)"
-        )
+        pytest.skip(f"Nezha dataset absent: expected {NEZHA_MINUTE} (see shared/datasets/README.md)")
     batch = read_trace_csv(NEZHA_MINUTE)
     messages = encode_batch(batch, max_spans=len(batch))
     assert len(messages) == 1

@@ -34,6 +34,7 @@ class _BlockedGraph(ServiceGraph):
 def stalled() -> tuple[_BlockedGraph, SpanSink]:
     graph = _BlockedGraph()
     sink = SpanSink(Ingestor(graph, queue_size=1))
+
     # one batch held in the writer, one in the queue: the next submit finds it full
     def submit(n: int) -> threading.Thread:
         thread = threading.Thread(target=sink.ingestor.submit, args=(batch(("a", "op", n, 0, 0, 1)),), daemon=True)
@@ -72,7 +73,9 @@ def test_http_overload_is_503_with_retry_after(stalled: tuple[_BlockedGraph, Spa
 
 def test_grpc_overload_is_unavailable_with_retry_info(stalled: tuple[_BlockedGraph, SpanSink]) -> None:
     _, sink = stalled
-    server, port = start_grpc_server(TraceServiceHandler(sink, api_token=None), "127.0.0.1:0", max_message_bytes=1 << 20)
+    server, port = start_grpc_server(
+        TraceServiceHandler(sink, api_token=None), "127.0.0.1:0", max_message_bytes=1 << 20
+    )
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")

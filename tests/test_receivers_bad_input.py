@@ -23,8 +23,9 @@ def _grpc_export(server: Server, body: bytes, compression: grpc.Compression | No
         return response
 
 
-def _http_export(server: Server, body: bytes, content_type: str = "application/x-protobuf",
-                 encoding: str | None = None) -> httpx.Response:
+def _http_export(
+    server: Server, body: bytes, content_type: str = "application/x-protobuf", encoding: str | None = None
+) -> httpx.Response:
     headers = {"content-type": content_type}
     if encoding:
         headers["content-encoding"] = encoding
@@ -53,11 +54,14 @@ def test_malformed_protobuf_is_invalid_argument_and_400(server: Server) -> None:
 
 
 def test_bad_id_length_and_end_before_start_are_partial_success(server: Server) -> None:
-    body = request("svc", [
-        span(sid(1)),
-        span(b"\x01\x02\x03"),
-        span(sid(3), start=T0 + 10, end=T0),
-    ]).SerializeToString()
+    body = request(
+        "svc",
+        [
+            span(sid(1)),
+            span(b"\x01\x02\x03"),
+            span(sid(3), start=T0 + 10, end=T0),
+        ],
+    ).SerializeToString()
     reply = ExportTraceServiceResponse.FromString(_grpc_export(server, body))
     assert reply.partial_success.rejected_spans == 2
     assert "span_id" in reply.partial_success.error_message
@@ -99,9 +103,11 @@ def test_gzip_and_json_bodies_are_accepted(server: Server) -> None:
     assert _http_export(server, gzip.compress(_good()), encoding="gzip").status_code == 200
     reply = ExportTraceServiceResponse.FromString(_grpc_export(server, _good(), grpc.Compression.Gzip))
     assert reply.partial_success.rejected_spans == 0
-    body = ('{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"js"}}]},'
-            '"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174",'
-            '"name":"x","kind":2,"startTimeUnixNano":"1767000000000000000","endTimeUnixNano":"1767000000001000000"}]}]}]}')
+    body = (
+        '{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"js"}}]},'
+        '"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174",'
+        '"name":"x","kind":2,"startTimeUnixNano":"1767000000000000000","endTimeUnixNano":"1767000000001000000"}]}]}]}'
+    )
     response = _http_export(server, body.encode(), content_type="application/json")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")

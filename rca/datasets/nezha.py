@@ -154,9 +154,7 @@ def read_trace_csv(path: Path) -> SpanBatch:
     if n == 0:
         return SpanBatch.empty()
     pod_service = {name: service_of(name) for name in set(pod)}
-    service_codes, operation_codes, strings = _intern(
-        [pod_service[name] for name in pod], operation
-    )
+    service_codes, operation_codes, strings = _intern([pod_service[name] for name in pod], operation)
     batch = SpanBatch(
         trace_id=_hex_ids(trace, 32, path),
         span_id=_hex_ids(span, 16, path).reshape(n),
