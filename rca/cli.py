@@ -23,6 +23,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rca", description="Causal root-cause inference over OpenTelemetry traces")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
+    analyze = sub.add_parser("analyze", help="offline: the service graph of trace files")
+    analyze.add_argument(
+        "--traces",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="OTLP protobuf (.pb), OTLP/JSON or Jaeger JSON, gzipped or not",
+    )
+    analyze.add_argument("--alerts", metavar="FILE", help="Alertmanager webhook body (used once ranking lands)")
     bench = sub.add_parser("bench", help="benchmarks")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
     ingest = bench_sub.add_parser("ingest", help="end-to-end OTLP/gRPC ingest rate beside bare parse and receiver")
@@ -42,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rca.compose import serve
 
         return serve(settings)
+    if args.command == "analyze":
+        from rca.compose import analyze
+
+        return analyze(args.traces)
     if args.command == "bench" and args.bench_command == "ingest":
         from benchmarks.ingest import run_ingest_benchmark
 

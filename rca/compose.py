@@ -23,6 +23,7 @@ from ingest.grpc_receiver import TraceServiceHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
 from rca.config import HostPort, Settings
 from rca.graph import ServiceGraph
+from rca.graphview import graph_between
 from rca.ingestion import Ingestor
 from rca.receiving import SpanSink
 
@@ -121,4 +122,37 @@ def serve(settings: Settings, out: TextIO = sys.stdout) -> int:
         await Service(settings).run(stop, announce)
 
     asyncio.run(main())
+    return 0
+
+
+def analyze(paths: list[str], out: TextIO = sys.stdout) -> int:
+    """`rca analyze`: decode trace files and print the service graph they make (JSON).
+
+    Ranking root causes over it arrives with the inference issue; the graph is the input."""
+    from pathlib import Path
+
+    from ingest.files import decode_file
+    from rca.graphview import Window
+    from rca.spans import DecodeError
+
+    graph = ServiceGraph(retention_seconds=10 * 365 * 86400.0)
+    rejected = 0
+    for path in paths:
+        try:
+            result = decode_file(Path(path))
+        except (DecodeError, OSError) as exc:
+            print(f"rca analyze: {exc}", file=sys.stderr)
+            return 2
+        rejected += result.rejected
+        graph.add(result.batch)
+    view = graph_between(graph, Window(0, graph.newest_ns + 1))
+    report = {
+        "spans": graph.counts().spans,
+        "rejected": rejected,
+        "nodes": {
+            name: {k: data[k] for k in ("kind", "service", "calls", "errors")} for name, data in view.nodes(data=True)
+        },
+        "edges": [{"source": a, "target": b, "calls": d["calls"]} for a, b, d in view.edges(data=True)],
+    }
+    out.write(json.dumps(report, indent=2) + "\n")
     return 0
