@@ -18,7 +18,7 @@ import grpc
 
 from ingest.otlp_encode import encode_batch
 from rca.builder import SpanBatchBuilder
-from rca.spans import SpanBatch
+from rca.spans import KIND_CLIENT, KIND_SERVER, SpanBatch
 
 CALLS = {"frontend": ["cart", "checkout"], "checkout": ["payment", "cart"], "cart": []}
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -33,11 +33,14 @@ def shop_traces(count: int, start_ns: int, seed: int = 1) -> SpanBatch:
         t = start + rng.randint(50_000, 300_000)
         for callee in CALLS.get(service, []):
             t = visit(callee, trace, span, t)
-        attributes = {"db.system": "redis"} if service == "cart" else {}
+        if service == "cart":  # an uninstrumented cache: a client span naming it
+            cache_end = t + int(rng.lognormvariate(12.5, 0.3))
+            cache = {"db.system": "redis"}
+            builder.add(trace, rng.randbytes(8), span, service, "GET", KIND_CLIENT, t, cache_end, False, cache, {})
+            t = cache_end
         end = t + int(rng.lognormvariate(13.5, 0.4))
-        builder.add(
-            trace, span, parent, service, f"{service}.handle", 2, start, end, rng.random() < 0.01, attributes, {}
-        )
+        error = rng.random() < 0.01
+        builder.add(trace, span, parent, service, f"{service}.handle", KIND_SERVER, start, end, error, {}, {})
         return end
 
     for i in range(count):
