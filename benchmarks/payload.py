@@ -17,6 +17,8 @@ def export_requests(count: int, spans_per_request: int, start_ns: int, seed: int
     for r in range(count):
         request = ExportTraceServiceRequest()
         per_service = spans_per_request // 4
+        traces = [rng.randbytes(16) for _ in range(per_service)]
+        ids = [[rng.randbytes(8) for _ in range(per_service)] for _ in range(4)]
         for s in range(4):
             service = SERVICES[(r + s) % len(SERVICES)]
             rs = request.resource_spans.add()
@@ -30,9 +32,10 @@ def export_requests(count: int, spans_per_request: int, start_ns: int, seed: int
             spans = rs.scope_spans.add().spans
             for i in range(per_service):
                 span = spans.add()
-                span.trace_id = rng.randbytes(16)
-                span.span_id = rng.randbytes(8)
-                span.parent_span_id = rng.randbytes(8) if i % 4 else b""
+                # span i of the s-th service is called by span i of the one before: real trees
+                span.trace_id = traces[i]
+                span.span_id = ids[s][i]
+                span.parent_span_id = ids[s - 1][i] if s else b""
                 span.name = f"GET /api/{i % 8}"
                 span.kind = Span.SPAN_KIND_SERVER if i % 2 else Span.SPAN_KIND_CLIENT
                 span.start_time_unix_nano = start_ns + (r * 1_000_003 + i * 997) % 60_000_000_000

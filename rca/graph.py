@@ -292,7 +292,7 @@ class ServiceGraph:
         )
         self._pending = []
         self._pending_count = 0
-        parent = self._index.lookup(p.parent)
+        parent = self._index.lookup(p.parent, self.newest_ns // self.window_ns)
         found = parent[:, 0] >= 0
         self._attribute(parent[found], p.nodeop[found], p.duration_s[found], p.error[found])
         waiting = ~found
