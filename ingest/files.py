@@ -2,54 +2,65 @@
 
 from __future__ import annotations
 
-import json
 import zlib
 from pathlib import Path
 
-from ingest.jaeger_json import decode_jaeger_json
-from ingest.otlp_json import decode_otlp_json
+from ingest.jaeger_json import decode_jaeger_document
+from ingest.otlp_json import decode_document, load_json
 from ingest.otlp_proto import decode_protobuf
 from rca.spans import DecodeError, DecodeResult, TooLarge
 
 GZIP_MAGIC = b"\x1f\x8b"
-FILE_LIMIT = 1 << 30
+FILE_LIMIT = 1 << 30  # decompressed bytes
+OTLP_KEYS = ("resourceSpans", "resource_spans")
+JAEGER_KEYS = ("data", "spans", "traceID")
 OTHER_SIGNALS = ("resourceLogs", "resourceMetrics", "resourceProfiles")
 
 
 def gunzip_bounded(data: bytes, limit: int) -> bytes:
-    """Decompresses gzip `data`, refusing (`TooLarge`) to produce more than `limit` bytes."""
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(data, limit + 1)
-    except zlib.error as exc:
-        raise DecodeError(f"corrupt gzip body: {exc}") from exc
-    if len(out) > limit:
-        raise TooLarge(f"decompressed body exceeds {limit} bytes")
-    if not inflater.eof:
-        raise DecodeError("truncated gzip body")
-    return out
+    """Decompresses gzip `data` (every member), refusing (`TooLarge`) to produce more than
+    `limit` bytes and raising `DecodeError` for corrupt or truncated input."""
+    out = bytearray()
+    rest = data
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise DecodeError(f"corrupt gzip data: {exc}") from None
+        if len(out) > limit:
+            raise TooLarge(f"decompressed data exceeds {limit} bytes")
+        if not inflater.eof:
+            raise DecodeError("truncated gzip data")
+        rest = inflater.unused_data
+        if not rest:
+            return bytes(out)
+
+
+def _decode_json(data: bytes) -> DecodeResult:
+    document = load_json(data, "JSON")
+    if isinstance(document, dict) and any(key in document for key in OTLP_KEYS):
+        return decode_document(document)
+    if isinstance(document, dict) and any(key in document for key in OTHER_SIGNALS):
+        raise DecodeError("OTLP/JSON of logs, metrics or profiles, not traces")
+    if isinstance(document, list) or (isinstance(document, dict) and any(key in document for key in JAEGER_KEYS)):
+        return decode_jaeger_document(document)
+    raise DecodeError("JSON is neither OTLP/JSON (resourceSpans) nor Jaeger JSON (data, spans, traceID)")
 
 
 def decode_bytes(data: bytes) -> DecodeResult:
-    """Picks the decoder by content: OTLP/JSON, Jaeger JSON, else OTLP protobuf."""
+    """Picks the decoder by content: gunzips first, then OTLP/JSON or Jaeger JSON when the bytes
+    are a JSON object or list, else OTLP protobuf."""
     if data.startswith(GZIP_MAGIC):
         data = gunzip_bounded(data, FILE_LIMIT)
-    head = data.lstrip()[:1]
-    if head in (b"{", b"["):
-        try:
-            document = json.loads(data)
-        except ValueError as exc:
-            raise DecodeError(f"not valid JSON: {exc}") from exc
-        if isinstance(document, dict) and ("resourceSpans" in document or "resource_spans" in document):
-            return decode_otlp_json(document)
-        if isinstance(document, dict) and any(k in document for k in OTHER_SIGNALS):
-            raise DecodeError("OTLP/JSON of logs, metrics or profiles, not traces")
-        return decode_jaeger_json(document)
+    if data.lstrip()[:1] in (b"{", b"["):
+        return _decode_json(data)
     return decode_protobuf(data)
 
 
 def decode_file(path: Path) -> DecodeResult:
+    """The spans of one trace file; `DecodeError` messages start with the path."""
     try:
         return decode_bytes(path.read_bytes())
     except DecodeError as exc:
-        raise DecodeError(f"{path}: {exc}") from exc
+        raise type(exc)(f"{path}: {exc}") from exc
