@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import random
 import signal
-import subprocess
 import sys
 import time
 import urllib.request
 
 import grpc
 
+from benchmarks.serve_process import launch
 from ingest.otlp_encode import encode_batch
 from rca.builder import SpanBatchBuilder
 from rca.spans import KIND_CLIENT, KIND_SERVER, SpanBatch
@@ -49,24 +49,7 @@ def shop_traces(count: int, start_ns: int, seed: int = 1) -> SpanBatch:
 
 
 def main() -> int:
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rca.cli",
-            "serve",
-            "--otlp-grpc",
-            "127.0.0.1:0",
-            "--otlp-http",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdout is not None
-    listening = json.loads(server.stdout.readline())
+    server, listening = launch()
     print(f"rca serve is up: {json.dumps(listening)}")
     try:
         spans = shop_traces(500, time.time_ns() - 60_000_000_000)

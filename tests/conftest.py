@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from benchmarks.serve_process import launch
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
@@ -29,34 +28,7 @@ class Server:
 
 
 def start_server(tmp_path: Path, *extra: str) -> Server:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RCA_")}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rca.cli",
-            "serve",
-            "--otlp-grpc",
-            "127.0.0.1:0",
-            "--otlp-http",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--db",
-            f"sqlite:///{tmp_path}/rca.db",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line:
-        raise RuntimeError(f"rca serve did not start: {process.communicate(timeout=10)[1]}")
-    announced = json.loads(line)
-    assert announced["event"] == "listening"
+    process, announced = launch("--db", f"sqlite:///{tmp_path}/rca.db", *extra)
     return Server(process, announced["otlp_grpc"], announced["otlp_http"], announced["http"])
 
 

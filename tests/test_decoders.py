@@ -27,8 +27,15 @@ def _otlp_json(spans: list[dict[str, object]]) -> str:
 
 
 def _span(span_id: str, **fields: object) -> dict[str, object]:
-    return {"traceId": TRACE_ID, "spanId": span_id, "name": "op", "kind": 2,
-            "startTimeUnixNano": "1767000000000000000", "endTimeUnixNano": "1767000000002000000", **fields}
+    return {
+        "traceId": TRACE_ID,
+        "spanId": span_id,
+        "name": "op",
+        "kind": 2,
+        "startTimeUnixNano": "1767000000000000000",
+        "endTimeUnixNano": "1767000000002000000",
+        **fields,
+    }
 
 
 def test_otlp_json_spec_example(datasets: Path) -> None:
@@ -64,12 +71,14 @@ def test_every_trace_example_decodes_and_other_signals_are_refused(datasets: Pat
 
 
 def test_bad_ids_and_times_are_rejected_with_reasons_others_kept() -> None:
-    body = _otlp_json([
-        _span("eee19b7ec3c1b174"),
-        _span("eee19b7e"),
-        _span("zz"),
-        _span("aaa19b7ec3c1b174", endTimeUnixNano="1"),
-    ])
+    body = _otlp_json(
+        [
+            _span("eee19b7ec3c1b174"),
+            _span("eee19b7e"),
+            _span("zz"),
+            _span("aaa19b7ec3c1b174", endTimeUnixNano="1"),
+        ]
+    )
     result = decode_otlp_json(body)
     assert len(result.batch) == 1
     assert result.rejected == 3
@@ -77,13 +86,21 @@ def test_bad_ids_and_times_are_rejected_with_reasons_others_kept() -> None:
 
 
 def test_otlp_json_enum_names_and_errors() -> None:
-    result = decode_otlp_json(_otlp_json([_span("eee19b7ec3c1b174", kind="SPAN_KIND_CLIENT",
-                                                 status={"code": "STATUS_CODE_ERROR"})]))
+    result = decode_otlp_json(
+        _otlp_json([_span("eee19b7ec3c1b174", kind="SPAN_KIND_CLIENT", status={"code": "STATUS_CODE_ERROR"})])
+    )
     assert result.batch.kind[0] == 3 and bool(result.batch.error[0])
 
 
-@pytest.mark.parametrize("body", [b"{not json", b"[]", b'{"resourceSpans": 3}',
-                                  b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": "x"}]}]}]}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{not json",
+        b"[]",
+        b'{"resourceSpans": 3}',
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": "x"}]}]}]}',
+    ],
+)
 def test_malformed_otlp_json_raises_with_the_place(body: bytes) -> None:
     with pytest.raises(DecodeError):
         decode_otlp_json(body)
@@ -117,8 +134,9 @@ def test_rca_analyze_prints_the_graph_of_a_nezha_minute(datasets: Path, tmp_path
     minute = read_trace_csv(datasets / "nezha-dev/2023-01-29/trace/08_43_trace.csv.gz")
     path = tmp_path / "minute.pb"
     path.write_bytes(encode_batch(minute, max_spans=len(minute))[0])
-    done = subprocess.run([sys.executable, "-m", "rca.cli", "analyze", "--traces", str(path)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "rca.cli", "analyze", "--traces", str(path)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["spans"] == len(minute)
