@@ -30,6 +30,13 @@ def _ids(values: list[bytes], width: int, allow_empty: bool) -> tuple[npt.NDArra
     return words.reshape(len(values), width // 8), ok
 
 
+def _times(values: Sequence[int]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Nanosecond times as int64, and which fit (OTLP's fixed64 may hold more)."""
+    raw = np.asarray(values, np.uint64)
+    ok = raw < np.uint64(1 << 63)
+    return np.where(ok, raw, 0).astype(np.int64), ok
+
+
 class SpanBatchBuilder:
     """Collects raw spans; `build` turns them into one validated `SpanBatch`."""
 
@@ -136,12 +143,15 @@ class SpanBatchBuilder:
         trace, trace_ok = _ids(self._trace, 16, allow_empty=False)
         span, span_ok = _ids(self._span, 8, allow_empty=False)
         parent, parent_ok = _ids(self._parent, 8, allow_empty=True)
-        start = np.asarray(self._start, np.int64)
-        end = np.asarray(self._end, np.int64)
+        start, start_ok = _times(self._start)
+        end, end_ok = _times(self._end)
+        kind = np.asarray(self._kind, np.int64)
         checks = (
             (trace_ok & trace.any(axis=1), "trace_id must be 16 bytes, not all zero"),
             (span_ok & (span[:, 0] != 0), "span_id must be 8 bytes, not all zero"),
             (parent_ok, "parent_span_id must be empty or 8 bytes"),
+            (start_ok & end_ok, "times must be below 2^63 ns"),
+            ((kind >= 0) & (kind <= 5), "kind must be a SpanKind (0..5)"),
             (start > 0, "start_time_unix_nano is missing"),
             (end >= start, "end_time_unix_nano is before start_time_unix_nano"),
         )
@@ -152,7 +162,7 @@ class SpanBatchBuilder:
             if bad.any():
                 rejected[reason] = rejected.get(reason, 0) + int(bad.sum())
                 keep &= ok
-        batch = self._columns(trace, span[:, 0], parent[:, 0], start, end)
+        batch = self._columns(trace, span[:, 0], parent[:, 0], start, end, np.where(keep, kind, 0).astype(np.int8))
         rejections = tuple(Rejection(count, reason) for reason, count in rejected.items())
         return DecodeResult(batch if keep.all() else batch.select(keep), rejections)
 
@@ -163,6 +173,7 @@ class SpanBatchBuilder:
         parent: npt.NDArray[np.uint64],
         start: npt.NDArray[np.int64],
         end: npt.NDArray[np.int64],
+        kind: npt.NDArray[np.int8],
     ) -> SpanBatch:
         n = start.shape[0]
         names = {name: self._intern(name) for name in set(self._name)}
@@ -183,7 +194,7 @@ class SpanBatchBuilder:
             operation=operation,
             peer=np.asarray(self._peer, np.int32),
             resource=np.asarray(self._resource, np.int32),
-            kind=np.asarray(self._kind, np.int8),
+            kind=kind,
             start_ns=start,
             end_ns=end,
             error=np.asarray(self._error, np.bool_),

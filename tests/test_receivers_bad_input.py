@@ -126,3 +126,14 @@ def test_unavailable_carries_retry_info() -> None:
     assert rich.details[0].Unpack(info)
     assert info.retry_delay.seconds == 3
     assert error_details_pb2.RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"]).retry_delay.seconds == 3
+
+
+def test_out_of_range_kind_and_times_are_rejected_not_crashing(server: Server) -> None:
+    body = request("svc", [span(sid(1)), span(sid(2), start=2**64 - 1, end=2**64 - 1)])
+    body.resource_spans[0].scope_spans[0].spans.add(
+        trace_id=b"\x07" * 16, span_id=sid(3), kind=200, start_time_unix_nano=T0, end_time_unix_nano=T0 + 5
+    )
+    reply = ExportTraceServiceResponse.FromString(_grpc_export(server, body.SerializeToString()))
+    assert reply.partial_success.rejected_spans == 2
+    assert "2^63" in reply.partial_success.error_message and "kind" in reply.partial_success.error_message
+    _still_serving(server)
