@@ -62,12 +62,13 @@ class TraceServiceHandler:
             self.sink.refuse("unauthenticated")
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
-            result = decode_protobuf(request)
-        except DecodeError as exc:
-            self.sink.refuse("malformed")
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        try:
-            outcome = self.sink.export(result)
+            with self.sink.admit():
+                try:
+                    result = decode_protobuf(request)
+                except DecodeError as exc:
+                    self.sink.refuse("malformed")
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+                outcome = self.sink.export(result)
         except Overloaded as exc:
             context.abort_with_status(unavailable_status(exc.retry_after, str(exc)))
         response = ExportTraceServiceResponse()

@@ -70,9 +70,10 @@ def otlp_http_app(sink: SpanSink, *, max_message_bytes: int, api_token: str | No
     expected = f"Bearer {api_token}".encode() if api_token else None
 
     def decode_and_export(decoder: Callable[[bytes], DecodeResult], body: bytes, gzipped: bool) -> ExportOutcome:
-        if gzipped:
-            body = gunzip_bounded(body, max_message_bytes)
-        return sink.export(decoder(body))
+        with sink.admit():
+            if gzipped:
+                body = gunzip_bounded(body, max_message_bytes)
+            return sink.export(decoder(body))
 
     async def traces(request: Request) -> Response:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()

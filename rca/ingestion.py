@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -42,12 +43,24 @@ class Ingestor:
         self.graph = graph
         self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
+        self._places = threading.BoundedSemaphore(queue_size)
         self._thread = threading.Thread(target=self._run, name="rca-ingest", daemon=True)
         self._thread.start()
 
     @property
     def depth(self) -> int:
         return self._queue.qsize()
+
+    @contextmanager
+    def admit(self) -> Iterator[None]:
+        """Holds one of `queue_size` places for a request from its decode to its ack; raises
+        `Overloaded` when none is free, so overload reaches clients instead of piling up."""
+        if not self._places.acquire(blocking=False):
+            raise Overloaded()
+        try:
+            yield
+        finally:
+            self._places.release()
 
     def submit(self, batch: SpanBatch, timeout: float = 30.0) -> None:
         """Adds `batch` to the graph, returning once it is visible; raises `Overloaded`."""

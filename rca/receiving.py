@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from rca.ingestion import Ingestor, Overloaded
@@ -29,6 +31,16 @@ class SpanSink:
         self.rejected: Counter[str] = Counter()
         self.dropped: Counter[str] = Counter()
         self.requests_refused: Counter[str] = Counter()
+
+    @contextmanager
+    def admit(self) -> Iterator[None]:
+        """A place for one request from decode to ack; `Overloaded` (counted) when none is free."""
+        try:
+            with self.ingestor.admit():
+                yield
+        except Overloaded:
+            self.refuse("overload")
+            raise
 
     def export(self, result: DecodeResult) -> ExportOutcome:
         """Queues the accepted spans; raises `Overloaded` (nothing kept) when full."""

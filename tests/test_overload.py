@@ -87,3 +87,24 @@ def test_grpc_overload_is_unavailable_with_retry_info(stalled: tuple[_BlockedGra
         assert "grpc-status-details-bin" in trailers
     finally:
         server.stop(0)
+
+
+def test_requests_beyond_the_queue_bound_are_refused_before_decoding() -> None:
+    sink = SpanSink(Ingestor(ServiceGraph(), queue_size=2))
+    server, port = start_grpc_server(
+        TraceServiceHandler(sink, api_token=None), "127.0.0.1:0", max_message_bytes=1 << 20
+    )
+    try:
+        with sink.admit(), sink.admit(), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            with pytest.raises(grpc.RpcError) as failure:
+                call(request("svc", [span(sid(8))]).SerializeToString(), timeout=10)
+            assert failure.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert sink.requests_refused["overload"] == 1
+        call = grpc.insecure_channel(f"127.0.0.1:{port}").unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        )
+        call(request("svc", [span(sid(9))]).SerializeToString(), timeout=10)  # places free again: accepted
+        assert sink.ingestor.read(lambda g: g.counts().spans) == 1
+    finally:
+        server.stop(0)
