@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
@@ -59,3 +61,24 @@ def span(span_id: bytes, parent: bytes = b"", start: int = T0, end: int = T0 + 1
         end_time_unix_nano=end,
         kind=Span.SPAN_KIND_SERVER,
     )
+
+
+JSON_TRACE_ID = "5b8efff798038103d269b633813fc60c"
+
+
+def otlp_json(spans: list[dict[str, object]]) -> str:
+    """An OTLP/JSON export request of `spans` from service `svc`."""
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]}
+    return json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": spans}]}]})
+
+
+def json_span(span_id: str, **fields: object) -> dict[str, object]:
+    """One OTLP/JSON span of 2 ms at T0; `fields` override or add keys."""
+    return {
+        "traceId": JSON_TRACE_ID,
+        "spanId": span_id,
+        "name": "op",
+        "startTimeUnixNano": str(T0),
+        "endTimeUnixNano": str(T0 + 2_000_000),
+        **fields,
+    }

@@ -15,6 +15,7 @@ from ingest.files import decode_file, gunzip_bounded
 from ingest.jaeger_json import decode_jaeger_json
 from ingest.otlp_json import decode_otlp_json
 from rca.spans import DecodeError, SpanBatch, TooLarge
+from tests.spanfactory import json_span, otlp_json
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 TRACE_ID = "5b8efff798038103d269b633813fc60c"
@@ -37,22 +38,6 @@ def _row(batch: SpanBatch, span_id: int) -> int:
     rows = [i for i, s in enumerate(batch.span_id.tolist()) if s == span_id]
     assert len(rows) == 1, f"span {span_id:x} appears {len(rows)} times"
     return rows[0]
-
-
-def _otlp(spans: list[dict[str, object]]) -> str:
-    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]}
-    return json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": spans}]}]})
-
-
-def _span(span_id: str, **fields: object) -> dict[str, object]:
-    return {
-        "traceId": TRACE_ID,
-        "spanId": span_id,
-        "name": "op",
-        "startTimeUnixNano": str(START),
-        "endTimeUnixNano": str(START + 2_000_000),
-        **fields,
-    }
 
 
 def test_every_trace_file_in_the_spec_examples_decodes(examples: Path) -> None:
@@ -172,19 +157,21 @@ def test_malformed_jaeger_json_names_the_field(body: bytes, field: str) -> None:
 
 def test_hex_ids_are_not_read_as_base64() -> None:
     as_base64 = base64.b64encode(bytes.fromhex(TRACE_ID)).decode()  # what protobuf's json_format expects
-    result = decode_otlp_json(_otlp([_span("eee19b7ec3c1b174"), _span("eee19b7ec3c1b175", traceId=as_base64)]))
+    result = decode_otlp_json(
+        otlp_json([json_span("eee19b7ec3c1b174"), json_span("eee19b7ec3c1b175", traceId=as_base64)])
+    )
     assert result.batch.trace_id.tolist() == [[0x5B8EFFF798038103, 0xD269B633813FC60C]]
     assert result.message == "1 span(s): traceId is not a hex string"
 
 
 def test_bad_ids_and_end_before_start_are_rejected_others_kept() -> None:
     result = decode_otlp_json(
-        _otlp(
+        otlp_json(
             [
-                _span("eee19b7ec3c1b174"),
-                _span("eee19b7e"),
-                _span("eee19b7ec3c1b176", parentSpanId="0102"),
-                _span("aaa19b7ec3c1b174", endTimeUnixNano=str(START - 1)),
+                json_span("eee19b7ec3c1b174"),
+                json_span("eee19b7e"),
+                json_span("eee19b7ec3c1b176", parentSpanId="0102"),
+                json_span("aaa19b7ec3c1b174", endTimeUnixNano=str(START - 1)),
             ]
         )
     )

@@ -17,25 +17,9 @@ from ingest.otlp_encode import encode_batch
 from ingest.otlp_json import decode_otlp_json
 from rca.datasets.nezha import read_trace_csv
 from rca.spans import DecodeError, TooLarge
+from tests.spanfactory import json_span, otlp_json
 
 TRACE_ID = "5b8efff798038103d269b633813fc60c"
-
-
-def _otlp_json(spans: list[dict[str, object]]) -> str:
-    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]}
-    return json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": spans}]}]})
-
-
-def _span(span_id: str, **fields: object) -> dict[str, object]:
-    return {
-        "traceId": TRACE_ID,
-        "spanId": span_id,
-        "name": "op",
-        "kind": 2,
-        "startTimeUnixNano": "1767000000000000000",
-        "endTimeUnixNano": "1767000000002000000",
-        **fields,
-    }
 
 
 def test_otlp_json_spec_example(datasets: Path) -> None:
@@ -71,12 +55,12 @@ def test_every_trace_example_decodes_and_other_signals_are_refused(datasets: Pat
 
 
 def test_bad_ids_and_times_are_rejected_with_reasons_others_kept() -> None:
-    body = _otlp_json(
+    body = otlp_json(
         [
-            _span("eee19b7ec3c1b174"),
-            _span("eee19b7e"),
-            _span("zz"),
-            _span("aaa19b7ec3c1b174", endTimeUnixNano="1"),
+            json_span("eee19b7ec3c1b174"),
+            json_span("eee19b7e"),
+            json_span("zz"),
+            json_span("aaa19b7ec3c1b174", endTimeUnixNano="1"),
         ]
     )
     result = decode_otlp_json(body)
@@ -87,7 +71,7 @@ def test_bad_ids_and_times_are_rejected_with_reasons_others_kept() -> None:
 
 def test_otlp_json_enum_names_and_errors() -> None:
     result = decode_otlp_json(
-        _otlp_json([_span("eee19b7ec3c1b174", kind="SPAN_KIND_CLIENT", status={"code": "STATUS_CODE_ERROR"})])
+        otlp_json([json_span("eee19b7ec3c1b174", kind="SPAN_KIND_CLIENT", status={"code": "STATUS_CODE_ERROR"})])
     )
     assert result.batch.kind[0] == 3 and bool(result.batch.error[0])
 
