@@ -13,19 +13,22 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import nullcontext, suppress
+from pathlib import Path
 from typing import Any, TextIO
 
 import uvicorn
 
 from api.app import create_app
+from ingest.files import decode_file
 from ingest.grpc_receiver import TraceServiceHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
 from rca.config import HostPort, Settings
 from rca.graph import ServiceGraph
-from rca.graphview import graph_between
+from rca.graphview import Window, graph_between
 from rca.ingestion import Ingestor
 from rca.receiving import SpanSink
+from rca.spans import DecodeError
 
 log = logging.getLogger("rca")
 
@@ -37,8 +40,6 @@ class _QuietServer(uvicorn.Server):
         return None
 
     def capture_signals(self) -> Any:  # uvicorn >= 0.29
-        from contextlib import nullcontext
-
         return nullcontext()
 
 
@@ -129,12 +130,6 @@ def analyze(paths: list[str], out: TextIO = sys.stdout) -> int:
     """`rca analyze`: decode trace files and print the service graph they make (JSON).
 
     Ranking root causes over it arrives with the inference issue; the graph is the input."""
-    from pathlib import Path
-
-    from ingest.files import decode_file
-    from rca.graphview import Window
-    from rca.spans import DecodeError
-
     graph = ServiceGraph(retention_seconds=10 * 365 * 86400.0)
     rejected = 0
     for path in paths:

@@ -8,7 +8,7 @@ the parent shows up (resolution runs before every read, so acknowledged spans ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -91,6 +91,21 @@ class Names:
         return ids[inverse]
 
 
+def _map_strings(
+    column: npt.NDArray[np.int32], strings: tuple[str, ...], intern: Callable[[str], int]
+) -> npt.NDArray[np.int64]:
+    """Graph-wide ids for a column of batch string indices (-1 stays -1), interning each
+    distinct string once."""
+    out = np.full(column.shape[0], -1, np.int64)
+    present = column >= 0
+    if present.any():
+        table = np.full(len(strings), -1, np.int64)
+        for s in np.unique(column[present]).tolist():
+            table[s] = intern(strings[s])
+        out[present] = table[column[present]]
+    return out
+
+
 @dataclass(slots=True)
 class _Pending:
     """Children waiting for their parent span."""
@@ -151,8 +166,8 @@ class ServiceGraph:
         self._count_spans(window, nodeop, peer_nodeop, duration, batch.error)
         has_resource = resources >= 0
         if has_resource.any():
-            gpu_nodeop = self.names.nodeops(resources[has_resource], ops[has_resource])
             sel = has_resource
+            gpu_nodeop = self.names.nodeops(resources[sel], ops[sel])
             self._count_ops(window[sel], gpu_nodeop, duration[sel], batch.error[sel])
             self._count_edges(window[sel], nodeop[sel], gpu_nodeop, duration[sel], batch.error[sel])
         self._count_signals(window, np.where(has_resource, resources, nodes), batch.signals)
@@ -175,11 +190,8 @@ class ServiceGraph:
 
     def _node_ids(self, batch: SpanBatch) -> tuple[npt.NDArray[np.int64], ...]:
         names, strings = self.names, batch.strings
-        service_of = np.full(len(strings), -1, np.int64)
-        for s in np.unique(batch.service).tolist():
-            service_of[s] = names.node(strings[s], NodeKind.SERVICE)
-        nodes = service_of[batch.service]
-        peers = self._lookup_nodes(batch.peer, strings, NodeKind.VIRTUAL, None)
+        nodes = _map_strings(batch.service, strings, lambda name: names.node(name, NodeKind.SERVICE))
+        peers = _map_strings(batch.peer, strings, lambda name: names.node(name, NodeKind.VIRTUAL))
         resources = np.full(len(batch), -1, np.int64)
         if (batch.resource >= 0).any():
             pairs = {(int(r), int(s)) for r, s in zip(batch.resource, batch.service, strict=True) if r >= 0}
@@ -187,23 +199,8 @@ class ServiceGraph:
             resources = np.asarray([lookup.get(int(r), -1) for r in batch.resource], np.int64)
         return nodes, peers, resources
 
-    def _lookup_nodes(
-        self, column: npt.NDArray[np.int32], strings: tuple[str, ...], kind: NodeKind, owner: str | None
-    ) -> npt.NDArray[np.int64]:
-        out = np.full(column.shape[0], -1, np.int64)
-        present = column >= 0
-        if present.any():
-            table = np.full(len(strings), -1, np.int64)
-            for s in np.unique(column[present]).tolist():
-                table[s] = self.names.node(strings[s], kind, owner)
-            out[present] = table[column[present]]
-        return out
-
     def _op_ids(self, batch: SpanBatch) -> npt.NDArray[np.int64]:
-        table = np.full(len(batch.strings), -1, np.int64)
-        for s in np.unique(batch.operation).tolist():
-            table[s] = self.names.op(batch.strings[s])
-        return table[batch.operation]
+        return _map_strings(batch.operation, batch.strings, self.names.op)
 
     def _window(self, index: int) -> WindowAggregate:
         aggregate = self.windows.get(index)

@@ -44,7 +44,7 @@ class SpanIndex:
         """(n, 3) rows of (nodeop, peer, window) for ids seen within 2^16 windows of
         `newest_window`; -1 everywhere for unknown ids."""
         get, older = self._current.get, self._previous.get
-        packed = np.asarray([get(i, -1) if i in self._current else older(i, -1) for i in span_ids.tolist()], np.int64)
+        packed = np.asarray([v if (v := get(i, -1)) >= 0 else older(i, -1) for i in span_ids.tolist()], np.int64)
         found = packed >= 0
         out = np.full((packed.shape[0], 3), -1, np.int64)
         p = packed[found]
