@@ -1,0 +1,68 @@
+"""What a root-cause ranking is (contract section 4 `CAUSES`), and the interface that makes one.
+
+The incident layer asks a `Ranker` for the causes behind the alerting nodes over a window of the
+service graph; the Bayesian ranker in `models/` is the one rca serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from rca.graph import ServiceGraph
+
+
+class Fault(StrEnum):
+    """The fault vocabulary (contract section 4 `FAULT`)."""
+
+    LATENCY = "latency"
+    ERRORS = "errors"
+    CALL_STRUCTURE = "call_structure"
+    GPU_MEMORY_BANDWIDTH = "gpu_memory_bandwidth"
+    KV_CACHE_FRAGMENTATION = "kv_cache_fragmentation"
+    SCHEDULER_PRIORITY_INVERSION = "scheduler_priority_inversion"
+    NCCL_COMMUNICATION = "nccl_communication"
+    NUMA_MISMATCH = "numa_mismatch"
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One signal of a node: what the window showed against its baseline, and how anomalous."""
+
+    signal: str
+    observed: float
+    baseline: float
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """A candidate root cause; `path` runs from the cause to the alerting service."""
+
+    rank: int
+    node: str
+    service: str
+    fault: Fault
+    probability: float
+    evidence: tuple[Evidence, ...]
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """Every candidate node, most probable first; probabilities sum to 1."""
+
+    start_ns: int
+    end_ns: int
+    model: str
+    inference_ms: float
+    causes: tuple[Cause, ...]
+    onset_ns: int | None = None  # where the change began, as the ranker located it
+
+
+class Ranker(Protocol):
+    """Ranks the root causes of alerts on `alert_nodes` from the graph over [start_ns, end_ns)."""
+
+    def rank(self, graph: ServiceGraph, *, alert_nodes: Sequence[str], start_ns: int, end_ns: int) -> Ranking: ...
