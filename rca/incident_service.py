@@ -1,0 +1,197 @@
+"""Alerts in, incidents and their ranked causes out: the use cases behind the incident API.
+
+Webhook alerts are deduplicated by (fingerprint, startsAt), clustered into incidents and stored
+(committed) before anything is ranked; ranking failures are logged and leave the last ranking in
+place, so a storable webhook never fails. An incident is re-ranked when alerts arrive or resolve,
+and when newer spans have moved its window on by at least one graph window since its last ranking
+(checked on reads of that incident and by `refresh_open`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
+
+from rca.alerts import Alert, AlertStatus
+from rca.graph import ServiceGraph
+from rca.incidents import (
+    Incident,
+    IncidentCauses,
+    IncidentDetail,
+    IncidentStatus,
+    IncidentSummary,
+    StoredRanking,
+    incident_window,
+)
+from rca.incidents_clustering import AlertClusterer
+from rca.incidents_topology import topology_between
+from rca.ranking import Ranker
+from rca.store import IncidentStore, Placement
+
+log = logging.getLogger("rca.incidents")
+T = TypeVar("T")
+TOP_CAUSES = 5
+
+
+class GraphSource(Protocol):
+    """Lends the service graph to a reader with writes held off (`rca.ingestion.Ingestor`)."""
+
+    def read(self, reader: Callable[[ServiceGraph], T]) -> T: ...
+
+
+def _merge_redeliveries(alerts: Sequence[Alert]) -> list[Alert]:
+    """One alert per (fingerprint, startsAt) of a body; a resolved copy wins over a firing one."""
+    merged: dict[tuple[str, int], Alert] = {}
+    for alert in alerts:
+        if alert.key not in merged or alert.status is AlertStatus.RESOLVED:
+            merged[alert.key] = alert
+    return list(merged.values())
+
+
+class IncidentService:
+    """Clusters alerts into stored incidents and keeps each incident's ranking current."""
+
+    def __init__(
+        self,
+        *,
+        store: IncidentStore,
+        ranker: Ranker,
+        graphs: GraphSource,
+        lookback_seconds: float = 300.0,
+        clock: Callable[[], int] = time.time_ns,
+        clusterer: AlertClusterer | None = None,
+    ) -> None:
+        self.store = store
+        self.ranker = ranker
+        self.graphs = graphs
+        self.lookback_ns = int(lookback_seconds * 1e9)
+        self.clock = clock
+        self.clusterer = clusterer or AlertClusterer()
+        self._lock = threading.RLock()
+        self._failed: dict[str, tuple[int, int]] = {}  # window of a ranking that failed, not retried
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def handle(self, alerts: Sequence[Alert]) -> list[IncidentSummary]:
+        """Stores a webhook's alerts (committed on return), re-ranks the incidents they touched,
+        and returns those incidents with their top causes."""
+        with self._lock:
+            touched = self._store(_merge_redeliveries(alerts))
+            for incident_id in touched:
+                self._rank(incident_id)
+            return self._summaries([i for i in map(self.store.incident, touched) if i is not None])
+
+    def _store(self, alerts: list[Alert]) -> list[str]:
+        stored = self.store.placed(a.key for a in alerts)
+        new = [a for a in alerts if a.key not in stored]
+        resolved = [
+            a
+            for a in alerts
+            if a.key in stored and a.status is AlertStatus.RESOLVED and stored[a.key].alert.status is AlertStatus.FIRING
+        ]
+        placements: list[Placement] = []
+        if new:
+            first = min(a.starts_at_ns for a in new)
+            last = max(a.starts_at_ns for a in new)
+            reach = self.clusterer.reach_ns
+            placed = self.store.open_alerts(first - reach, last + reach)
+            topology = self.graphs.read(lambda g: topology_between(g, *self._range(g, first)))
+            ids = self.clusterer.assign(new, placed, topology)
+            placements = [Placement(a, i) for a, i in zip(new, ids, strict=True)]
+        if not placements and not resolved:
+            return list(dict.fromkeys(stored[a.key].incident_id for a in alerts))
+        return self.store.record(placements, resolved, self.clock())
+
+    def _range(self, graph: ServiceGraph, first_ns: int) -> tuple[int, int]:
+        """From the look-back before the first new alert (or before the newest span, when the
+        graph is behind the alerts) to the newest span."""
+        end = graph.newest_ns + 1
+        return min(first_ns, end) - self.lookback_ns, end
+
+    # -- ranking ----------------------------------------------------------------------------
+
+    def _rank(self, incident_id: str) -> StoredRanking | None:
+        """Ranks an incident now; on failure logs it and keeps the last ranking."""
+        incident = self.store.incident(incident_id)
+        if incident is None:
+            return None
+        services = [a.service for a in self.store.alerts_of(incident_id)]
+
+        def rank(graph: ServiceGraph) -> StoredRanking:
+            start, end = incident_window(incident, newest_ns=graph.newest_ns, lookback_ns=self.lookback_ns)
+            topology = topology_between(graph, start, end)
+            nodes = tuple(dict.fromkeys(n for s in services for n in topology.nodes_for(s)))
+            return StoredRanking(self.ranker.rank(graph, alert_nodes=nodes, start_ns=start, end_ns=end), nodes)
+
+        try:
+            stored = self.graphs.read(rank)
+        except Exception:
+            log.exception("ranking incident %s failed; keeping its last ranking", incident_id)
+            self._failed[incident_id] = self._window(incident)
+            return None
+        self._failed.pop(incident_id, None)
+        self.store.save_ranking(incident_id, stored, self.clock())
+        return stored
+
+    def _window(self, incident: Incident) -> tuple[int, int]:
+        newest = self.graphs.read(lambda g: g.newest_ns)
+        return incident_window(incident, newest_ns=newest, lookback_ns=self.lookback_ns)
+
+    def _current(self, incident: Incident) -> StoredRanking | None:
+        """The incident's ranking, re-ranked first when spans have moved its window on by at
+        least one graph window (or it has none yet)."""
+        stored = self.store.rankings([incident.id]).get(incident.id)
+        window_ns = self.graphs.read(lambda g: g.window_ns)
+        start, end = self._window(incident)
+        if self._failed.get(incident.id) == (start, end):
+            return stored
+        if stored is None or stored.ranking.start_ns != start or abs(end - stored.ranking.end_ns) >= window_ns:
+            return self._rank(incident.id) or stored
+        return stored
+
+    def refresh_open(self) -> int:
+        """Re-ranks the open incidents whose window has moved on; returns how many it ranked."""
+        count = 0
+        with self._lock:
+            for incident in self.store.incidents(IncidentStatus.OPEN, limit=1000):
+                before = self.store.rankings([incident.id]).get(incident.id)
+                count += self._current(incident) is not before
+        return count
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def _summaries(self, incidents: Sequence[Incident]) -> list[IncidentSummary]:
+        stored = self.store.rankings([i.id for i in incidents])
+        return [
+            IncidentSummary(i, stored[i.id].ranking.causes[:TOP_CAUSES] if i.id in stored else ()) for i in incidents
+        ]
+
+    def incidents(self, status: IncidentStatus | None = None, limit: int = 100) -> list[IncidentSummary]:
+        """Newest first."""
+        return self._summaries(self.store.incidents(status, limit))
+
+    def incident(self, incident_id: str) -> IncidentDetail | None:
+        with self._lock:
+            incident = self.store.incident(incident_id)
+            if incident is None:
+                return None
+            stored = self._current(incident)
+            start, end = self._window(incident)
+            causes = stored.ranking.causes[:TOP_CAUSES] if stored else ()
+            return IncidentDetail(
+                IncidentSummary(incident, causes), tuple(self.store.alerts_of(incident_id)), start, end
+            )
+
+    def causes(self, incident_id: str) -> IncidentCauses | None:
+        with self._lock:
+            incident = self.store.incident(incident_id)
+            if incident is None:
+                return None
+            stored = self._current(incident)
+            if stored is not None:
+                return IncidentCauses(incident, stored.ranking.start_ns, stored.ranking.end_ns, stored.ranking)
+            start, end = self._window(incident)
+            return IncidentCauses(incident, start, end, None)

@@ -1,0 +1,288 @@
+"""Incidents, their alerts and their latest ranking in a database (SQLAlchemy Core).
+
+SQLite is embedded by default (WAL, synchronous commits); a postgresql:// URL runs the same code
+on PostgreSQL. Every write is one transaction, committed before the method returns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    select,
+    tuple_,
+)
+from sqlalchemy.engine import make_url
+
+from rca.alerts import Alert, AlertStatus
+from rca.incidents import Incident, IncidentStatus, StoredRanking
+from rca.store_codec import ranking_from_json, ranking_to_json
+
+metadata = MetaData()
+incidents = Table(
+    "incidents",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("status", String(16), nullable=False, index=True),
+    Column("started_at_ns", BigInteger, nullable=False, index=True),
+    Column("ended_at_ns", BigInteger),
+    Column("alert_count", Integer, nullable=False),
+    Column("services", JSON, nullable=False),
+    Column("updated_ns", BigInteger, nullable=False),
+)
+alerts = Table(
+    "alerts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("incident_id", String(64), ForeignKey("incidents.id"), nullable=False, index=True),
+    Column("fingerprint", String(128), nullable=False),
+    Column("starts_at_ns", BigInteger, nullable=False),
+    Column("ends_at_ns", BigInteger),
+    Column("status", String(16), nullable=False),
+    Column("service", String(512)),
+    Column("labels", JSON, nullable=False),
+    Column("annotations", JSON, nullable=False),
+    Column("generator_url", Text, nullable=False),
+    Column("received_ns", BigInteger, nullable=False),
+    UniqueConstraint("fingerprint", "starts_at_ns", name="uq_alert"),
+)
+rankings = Table(
+    "rankings",
+    metadata,
+    Column("incident_id", String(64), ForeignKey("incidents.id"), primary_key=True),
+    Column("alert_nodes", JSON, nullable=False),
+    Column("ranking", Text, nullable=False),  # JSON text: evidence may hold NaN, which JSON columns refuse
+    Column("updated_ns", BigInteger, nullable=False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    alert: Alert
+    incident_id: str
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def open_engine(url: str) -> Engine:
+    """An engine for `url`, creating an SQLite file's directory and every table."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    metadata.create_all(engine)
+    return engine
+
+
+def _alert(row: Any) -> Alert:
+    return Alert(
+        fingerprint=row.fingerprint,
+        status=AlertStatus(row.status),
+        labels=dict(row.labels),
+        annotations=dict(row.annotations),
+        starts_at_ns=row.starts_at_ns,
+        ends_at_ns=row.ends_at_ns,
+        generator_url=row.generator_url,
+        service=row.service,
+    )
+
+
+def _incident(row: Any) -> Incident:
+    return Incident(
+        id=row.id,
+        status=IncidentStatus(row.status),
+        started_at_ns=row.started_at_ns,
+        ended_at_ns=row.ended_at_ns,
+        alerts=row.alert_count,
+        services=tuple(row.services),
+    )
+
+
+class IncidentStore:
+    """Reads and transactional writes of incidents, alerts and rankings."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str) -> IncidentStore:
+        return cls(open_engine(url))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- alerts -----------------------------------------------------------------------------
+
+    def placed(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], Placement]:
+        """The stored alerts among `keys` (fingerprint, startsAt), with their incidents."""
+        wanted = list(set(keys))
+        found: dict[tuple[str, int], Placement] = {}
+        with self.engine.connect() as conn:
+            for chunk in range(0, len(wanted), 500):
+                part = wanted[chunk : chunk + 500]
+                rows = conn.execute(select(alerts).where(tuple_(alerts.c.fingerprint, alerts.c.starts_at_ns).in_(part)))
+                for row in rows:
+                    alert = _alert(row)
+                    found[alert.key] = Placement(alert, row.incident_id)
+        return found
+
+    def open_alerts(self, start_ns: int, end_ns: int) -> list[tuple[Alert, Incident]]:
+        """Alerts starting in [start_ns, end_ns] that belong to open incidents."""
+        query = (
+            select(alerts, incidents.c.id.label("inc_id"))
+            .join(incidents, alerts.c.incident_id == incidents.c.id)
+            .where(incidents.c.status == IncidentStatus.OPEN.value)
+            .where(alerts.c.starts_at_ns.between(start_ns, end_ns))
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+            owners = {
+                r.id: _incident(r)
+                for r in conn.execute(select(incidents).where(incidents.c.id.in_({r.inc_id for r in rows})))
+            }
+        return [(_alert(r), owners[r.inc_id]) for r in rows]
+
+    def record(self, new: Sequence[Placement], resolved: Sequence[Alert], now_ns: int) -> list[str]:
+        """Stores new alerts in their incidents and resolutions of stored alerts, in one
+        transaction; returns the incidents touched, in first-touched order."""
+        with self.engine.begin() as conn:
+            for alert in resolved:
+                conn.execute(
+                    alerts.update()
+                    .where(alerts.c.fingerprint == alert.fingerprint, alerts.c.starts_at_ns == alert.starts_at_ns)
+                    .values(status=AlertStatus.RESOLVED.value, ends_at_ns=alert.ends_at_ns)
+                )
+            resolved_ids = self._owners(conn, [a.key for a in resolved])
+            touched = list(dict.fromkeys([p.incident_id for p in new] + resolved_ids))
+            known = set(conn.scalars(select(incidents.c.id).where(incidents.c.id.in_(touched))))
+            for incident in dict.fromkeys(p.incident_id for p in new):
+                if incident not in known:
+                    conn.execute(
+                        incidents.insert().values(
+                            id=incident,
+                            status=IncidentStatus.OPEN.value,
+                            started_at_ns=0,
+                            alert_count=0,
+                            services=[],
+                            updated_ns=now_ns,
+                        )
+                    )
+            if new:
+                conn.execute(alerts.insert(), [self._row(p, now_ns) for p in new])
+            for incident in touched:
+                self._refresh(conn, incident, now_ns)
+        return touched
+
+    @staticmethod
+    def _owners(conn: Connection, keys: Sequence[tuple[str, int]]) -> list[str]:
+        if not keys:
+            return []
+        query = select(alerts.c.incident_id).where(tuple_(alerts.c.fingerprint, alerts.c.starts_at_ns).in_(keys))
+        return list(dict.fromkeys(conn.scalars(query)))
+
+    @staticmethod
+    def _row(p: Placement, now_ns: int) -> dict[str, Any]:
+        a = p.alert
+        return {
+            "incident_id": p.incident_id,
+            "fingerprint": a.fingerprint,
+            "starts_at_ns": a.starts_at_ns,
+            "ends_at_ns": a.ends_at_ns,
+            "status": a.status.value,
+            "service": a.service,
+            "labels": dict(a.labels),
+            "annotations": dict(a.annotations),
+            "generator_url": a.generator_url,
+            "received_ns": now_ns,
+        }
+
+    @staticmethod
+    def _refresh(conn: Connection, incident: str, now_ns: int) -> None:
+        """Derives an incident's start, status, end, count and services from its alerts."""
+        rows = conn.execute(
+            select(alerts.c.starts_at_ns, alerts.c.ends_at_ns, alerts.c.status, alerts.c.service).where(
+                alerts.c.incident_id == incident
+            )
+        ).all()
+        firing = any(r.status == AlertStatus.FIRING.value for r in rows)
+        ends = [r.ends_at_ns for r in rows if r.ends_at_ns is not None]
+        conn.execute(
+            incidents.update()
+            .where(incidents.c.id == incident)
+            .values(
+                status=(IncidentStatus.OPEN if firing else IncidentStatus.RESOLVED).value,
+                started_at_ns=min(r.starts_at_ns for r in rows),
+                ended_at_ns=None if firing or not ends else max(ends),
+                alert_count=len(rows),
+                services=sorted({r.service for r in rows if r.service}),
+                updated_ns=now_ns,
+            )
+        )
+
+    # -- incidents --------------------------------------------------------------------------
+
+    def incident(self, incident_id: str) -> Incident | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(incidents).where(incidents.c.id == incident_id)).first()
+        return None if row is None else _incident(row)
+
+    def incidents(self, status: IncidentStatus | None = None, limit: int = 100) -> list[Incident]:
+        """Newest first (by the earliest alert's startsAt)."""
+        query = select(incidents).order_by(incidents.c.started_at_ns.desc(), incidents.c.id).limit(limit)
+        if status is not None:
+            query = query.where(incidents.c.status == status.value)
+        with self.engine.connect() as conn:
+            return [_incident(r) for r in conn.execute(query)]
+
+    def alerts_of(self, incident_id: str) -> list[Alert]:
+        query = select(alerts).where(alerts.c.incident_id == incident_id).order_by(alerts.c.starts_at_ns, alerts.c.id)
+        with self.engine.connect() as conn:
+            return [_alert(r) for r in conn.execute(query)]
+
+    # -- rankings ---------------------------------------------------------------------------
+
+    def save_ranking(self, incident_id: str, stored: StoredRanking, now_ns: int) -> None:
+        values = {
+            "alert_nodes": list(stored.alert_nodes),
+            "ranking": json.dumps(ranking_to_json(stored.ranking)),
+            "updated_ns": now_ns,
+        }
+        with self.engine.begin() as conn:
+            done = conn.execute(rankings.update().where(rankings.c.incident_id == incident_id).values(**values))
+            if done.rowcount == 0:
+                conn.execute(rankings.insert().values(incident_id=incident_id, **values))
+
+    def rankings(self, incident_ids: Sequence[str]) -> dict[str, StoredRanking]:
+        query = select(rankings).where(rankings.c.incident_id.in_(list(incident_ids)))
+        with self.engine.connect() as conn:
+            return {
+                r.incident_id: StoredRanking(ranking_from_json(json.loads(r.ranking)), tuple(r.alert_nodes))
+                for r in conn.execute(query)
+            }
