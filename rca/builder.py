@@ -1,13 +1,15 @@
 """Assembly of a `SpanBatch` from raw span fields, with the validation every decoder shares.
 
-Decoders append rows (`add`) or whole columns (`extend`, the fast path); `build` validates all
-rows at once with numpy and sets the invalid ones aside with a reason.
+Decoders append rows (`add`) or whole columns (`extend`) and `build`, or hand over ready
+`SpanColumns` (the wire scanner); `assemble` validates all rows at once with numpy and sets the
+invalid ones aside with a reason.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -15,26 +17,112 @@ import numpy.typing as npt
 from rca.conventions import NCCL_PREFIX, PROCESS_NUMA, AttrValue, peer_node, resource_node, span_signals
 from rca.spans import CALLER_KINDS, N_SIGNALS, DecodeResult, Rejection, Signal, SpanBatch
 
-_ZERO16, _ZERO8 = b"\0" * 16, b"\0" * 8
 Attributes = Mapping[str, AttrValue]
+_BELOW_2_63 = np.uint64(1 << 63)
 
 
-def _ids(values: list[bytes], width: int, allow_empty: bool) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
-    """Big-endian uint64 words of fixed-width ids, and which rows had a valid length."""
+@dataclass(frozen=True, slots=True)
+class SpanColumns:
+    """Raw span fields of one request before validation. Id words are big-endian uint64 (zero
+    where the id's byte length, given beside it, is wrong); times are OTLP's unsigned fixed64;
+    `service`, `operation`, `peer`, `resource` index `strings` (-1: none); `signals` holds NaN
+    where absent (NCCL latency is filled in by `assemble`)."""
+
+    trace_id: npt.NDArray[np.uint64]  # (n, 2)
+    trace_id_len: npt.NDArray[np.int64]
+    span_id: npt.NDArray[np.uint64]
+    span_id_len: npt.NDArray[np.int64]
+    parent_id: npt.NDArray[np.uint64]
+    parent_id_len: npt.NDArray[np.int64]
+    start_ns: npt.NDArray[np.uint64]
+    end_ns: npt.NDArray[np.uint64]
+    kind: npt.NDArray[np.int64]
+    error: npt.NDArray[np.bool_]
+    service: npt.NDArray[np.int32]
+    operation: npt.NDArray[np.int32]
+    peer: npt.NDArray[np.int32]
+    resource: npt.NDArray[np.int32]
+    signals: npt.NDArray[np.float64]
+    strings: tuple[str, ...]
+    rejected: tuple[Rejection, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeEffect:
+    """What a span's attributes make of it: the virtual callee, the GPU node, the signal row."""
+
+    peer: str | None
+    resource: str | None
+    signals: list[float] | None
+
+
+def attribute_effect(kind: int, attributes: Attributes, resource: Attributes) -> AttributeEffect:
+    """The one reading of a span's `conventions.SPAN_KEYS` attributes and its resource's."""
+    peer = peer_node(attributes) if kind in CALLER_KINDS else None
+    return AttributeEffect(peer, resource_node(attributes, resource), span_signals(attributes, resource))
+
+
+def reads_every_span(resource: Attributes) -> bool:
+    """Whether spans without attributes still get a signal row from their resource."""
+    return PROCESS_NUMA in resource
+
+
+def _ids(values: list[bytes], width: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """Big-endian uint64 words of fixed-width ids (zero where the length is wrong), and lengths."""
     lengths = np.fromiter(map(len, values), np.int64, len(values))
-    ok = (lengths == width) | ((lengths == 0) if allow_empty else False)
-    if not ok.all() or allow_empty:
+    if not (lengths == width).all():
         zero = b"\0" * width
         values = [v if len(v) == width else zero for v in values]
     words = np.frombuffer(b"".join(values), dtype=">u8").astype(np.uint64)
-    return words.reshape(len(values), width // 8), ok
+    return words.reshape(len(values), width // 8), lengths
 
 
-def _times(values: Sequence[int]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """Nanosecond times as int64, and which fit (OTLP's fixed64 may hold more)."""
-    raw = np.asarray(values, np.uint64)
-    ok = raw < np.uint64(1 << 63)
-    return np.where(ok, raw, 0).astype(np.int64), ok
+def assemble(columns: SpanColumns) -> DecodeResult:
+    """Validates every row at once; invalid spans are set aside with a reason."""
+    c = columns
+    start_ok, end_ok = c.start_ns < _BELOW_2_63, c.end_ns < _BELOW_2_63
+    start = np.where(start_ok, c.start_ns, 0).astype(np.int64)
+    end = np.where(end_ok, c.end_ns, 0).astype(np.int64)
+    checks = (
+        ((c.trace_id_len == 16) & c.trace_id.any(axis=1), "trace_id must be 16 bytes, not all zero"),
+        ((c.span_id_len == 8) & (c.span_id != 0), "span_id must be 8 bytes, not all zero"),
+        ((c.parent_id_len == 8) | (c.parent_id_len == 0), "parent_span_id must be empty or 8 bytes"),
+        (start_ok & end_ok, "times must be below 2^63 ns"),
+        ((c.kind >= 0) & (c.kind <= 5), "kind must be a SpanKind (0..5)"),
+        (start > 0, "start_time_unix_nano is missing"),
+        (end >= start, "end_time_unix_nano is before start_time_unix_nano"),
+    )
+    keep = np.ones(start.shape[0], np.bool_)
+    rejected = {r.reason: r.count for r in c.rejected}
+    for ok, reason in checks:
+        bad = keep & ~ok
+        if bad.any():
+            rejected[reason] = rejected.get(reason, 0) + int(bad.sum())
+            keep &= ok
+    signals = c.signals
+    nccl = [index for index, text in enumerate(c.strings) if text.startswith(NCCL_PREFIX)]
+    if nccl:
+        is_nccl = np.isin(c.operation, nccl)
+        if is_nccl.any():
+            signals = signals.copy()
+            signals[is_nccl, Signal.NCCL_LATENCY] = (end[is_nccl] - start[is_nccl]) / 1e9
+    batch = SpanBatch(
+        trace_id=c.trace_id,
+        span_id=c.span_id,
+        parent_id=c.parent_id,
+        service=c.service,
+        operation=c.operation,
+        peer=c.peer,
+        resource=c.resource,
+        kind=np.where(keep, c.kind, 0).astype(np.int8),
+        start_ns=start,
+        end_ns=end,
+        error=c.error,
+        signals=signals,
+        strings=c.strings,
+    )
+    rejections = tuple(Rejection(count, reason) for reason, count in rejected.items())
+    return DecodeResult(batch if keep.all() else batch.select(keep), rejections)
 
 
 class SpanBatchBuilder:
@@ -123,81 +211,46 @@ class SpanBatchBuilder:
         self._error += errors
         self._peer += [-1] * len(span_ids)
         self._resource += [-1] * len(span_ids)
-        every_span = PROCESS_NUMA in resource
+        every_span = reads_every_span(resource)
         for offset, attrs in enumerate(attributes):
             if attrs or every_span:
-                self._read_attributes(first + offset, kinds[offset], attrs, resource)
+                self._apply(first + offset, attribute_effect(kinds[offset], attrs, resource))
 
-    def _read_attributes(self, row: int, kind: int, attrs: Attributes, resource: Attributes) -> None:
-        peer = peer_node(attrs) if kind in CALLER_KINDS else None
-        gpu = resource_node(attrs, resource)
-        if peer is not None:
-            self._peer[row] = self._intern(peer)
-        if gpu is not None:
-            self._resource[row] = self._intern(gpu)
-        signals = span_signals(attrs, resource)
-        if signals is not None:
-            self._signal_rows[row] = signals
+    def _apply(self, row: int, effect: AttributeEffect) -> None:
+        if effect.peer is not None:
+            self._peer[row] = self._intern(effect.peer)
+        if effect.resource is not None:
+            self._resource[row] = self._intern(effect.resource)
+        if effect.signals is not None:
+            self._signal_rows[row] = effect.signals
 
     def build(self) -> DecodeResult:
-        trace, trace_ok = _ids(self._trace, 16, allow_empty=False)
-        span, span_ok = _ids(self._span, 8, allow_empty=False)
-        parent, parent_ok = _ids(self._parent, 8, allow_empty=True)
-        start, start_ok = _times(self._start)
-        end, end_ok = _times(self._end)
-        kind = np.asarray(self._kind, np.int64)
-        checks = (
-            (trace_ok & trace.any(axis=1), "trace_id must be 16 bytes, not all zero"),
-            (span_ok & (span[:, 0] != 0), "span_id must be 8 bytes, not all zero"),
-            (parent_ok, "parent_span_id must be empty or 8 bytes"),
-            (start_ok & end_ok, "times must be below 2^63 ns"),
-            ((kind >= 0) & (kind <= 5), "kind must be a SpanKind (0..5)"),
-            (start > 0, "start_time_unix_nano is missing"),
-            (end >= start, "end_time_unix_nano is before start_time_unix_nano"),
-        )
-        keep = np.ones(start.shape[0], np.bool_)
-        rejected = dict(self._rejected)
-        for ok, reason in checks:
-            bad = keep & ~ok
-            if bad.any():
-                rejected[reason] = rejected.get(reason, 0) + int(bad.sum())
-                keep &= ok
-        batch = self._columns(trace, span[:, 0], parent[:, 0], start, end, np.where(keep, kind, 0).astype(np.int8))
-        rejections = tuple(Rejection(count, reason) for reason, count in rejected.items())
-        return DecodeResult(batch if keep.all() else batch.select(keep), rejections)
-
-    def _columns(
-        self,
-        trace: npt.NDArray[np.uint64],
-        span: npt.NDArray[np.uint64],
-        parent: npt.NDArray[np.uint64],
-        start: npt.NDArray[np.int64],
-        end: npt.NDArray[np.int64],
-        kind: npt.NDArray[np.int8],
-    ) -> SpanBatch:
-        n = start.shape[0]
+        n = len(self._span)
+        trace, trace_len = _ids(self._trace, 16)
+        span, span_len = _ids(self._span, 8)
+        parent, parent_len = _ids(self._parent, 8)
         names = {name: self._intern(name) for name in set(self._name)}
-        operation = np.fromiter(map(names.__getitem__, self._name), np.int32, n)
         signals = np.full((n, N_SIGNALS), math.nan)
         if self._signal_rows:
             rows = np.fromiter(self._signal_rows, np.intp, len(self._signal_rows))
             signals[rows] = np.asarray(list(self._signal_rows.values()), np.float64)
-        nccl = [index for name, index in names.items() if name.startswith(NCCL_PREFIX)]
-        if nccl:
-            is_nccl = np.isin(operation, nccl)
-            signals[is_nccl, Signal.NCCL_LATENCY] = (end[is_nccl] - start[is_nccl]) / 1e9
-        return SpanBatch(
+        columns = SpanColumns(
             trace_id=trace,
-            span_id=span,
-            parent_id=parent,
+            trace_id_len=trace_len,
+            span_id=span[:, 0],
+            span_id_len=span_len,
+            parent_id=parent[:, 0],
+            parent_id_len=parent_len,
+            start_ns=np.asarray(self._start, np.uint64),
+            end_ns=np.asarray(self._end, np.uint64),
+            kind=np.asarray(self._kind, np.int64),
+            error=np.asarray(self._error, np.bool_),
             service=np.asarray(self._service, np.int32),
-            operation=operation,
+            operation=np.fromiter(map(names.__getitem__, self._name), np.int32, n),
             peer=np.asarray(self._peer, np.int32),
             resource=np.asarray(self._resource, np.int32),
-            kind=kind,
-            start_ns=start,
-            end_ns=end,
-            error=np.asarray(self._error, np.bool_),
             signals=signals,
             strings=tuple(self._strings),
+            rejected=tuple(Rejection(count, reason) for reason, count in self._rejected.items()),
         )
+        return assemble(columns)

@@ -1,0 +1,421 @@
+"""Wire-level scan of OTLP `ExportTraceServiceRequest` bytes into span columns (numba, no GIL).
+
+Runs only on bytes upb has already parsed, so the wire format is known to be valid; any
+inconsistency still makes `scan` return a negative status (never a crash), and the caller then
+falls back to reading upb's objects. Per span it reads the fixed fields with protobuf's
+semantics (last occurrence wins, unknown fields and fields of the wrong wire type skipped,
+repeated `status` messages merged), interns the names, and groups spans whose attributes that
+rca reads (the keys given in `wanted`) are byte-for-byte identical, so the attributes are
+interpreted once per group, not once per span.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+# Columns of the uint64 output matrix.
+U_TRACE_HI, U_TRACE_LO, U_SPAN, U_PARENT, U_START, U_END = range(6)
+N_U = 6
+# Columns of the int64 output matrix.
+I_TRACE_LEN, I_SPAN_LEN, I_PARENT_LEN, I_KIND, I_STATUS, I_RESOURCE, I_SCOPE, I_INDEX, I_NAME, I_GROUP = range(10)
+N_I = 10
+# Offset and length of interned names (first `n_names` rows), then group representatives.
+T_NAME_OFF, T_NAME_LEN, T_GROUP_REP = range(3)
+N_T = 3
+
+BAD = -1  # inconsistent with the span count, or a wire error: use the reference decoder
+
+_VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = 0, 1, 2, 3, 4, 5
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+_SIG = "(uint8[::1], int64, uint8[::1], int64[::1], uint64[:, ::1], int64[:, ::1], int64[:, ::1])"
+
+
+@njit(cache=True, nogil=True)
+def _varint(buf: npt.NDArray[np.uint8], pos: int, end: int) -> tuple[int, int]:
+    """(value as uint64, next position); next position -1 when malformed."""
+    result = np.uint64(0)
+    shift = np.uint64(0)
+    for i in range(10):
+        if pos >= end:
+            return np.uint64(0), -1
+        b = buf[pos]
+        pos += 1
+        if shift < 64:
+            result |= np.uint64(b & 0x7F) << shift
+        shift += np.uint64(7)
+        if b < 0x80:
+            return result, pos
+        if i == 9:
+            return np.uint64(0), -1
+    return np.uint64(0), -1
+
+
+@njit(cache=True, nogil=True)
+def _int32(value: np.uint64) -> int:
+    """An enum/int32 field's value: the low 32 bits, signed."""
+    low = np.int64(value & np.uint64(0xFFFFFFFF))
+    return low - (1 << 32) if low >= (1 << 31) else low
+
+
+@njit(cache=True, nogil=True)
+def _skip_plain(buf: npt.NDArray[np.uint8], pos: int, end: int, wire: int) -> int:
+    """Position after a non-group field's payload; -1 when malformed."""
+    if wire == _VARINT:
+        _, pos = _varint(buf, pos, end)
+        return pos
+    if wire == _I64:
+        return pos + 8 if pos + 8 <= end else -1
+    if wire == _I32:
+        return pos + 4 if pos + 4 <= end else -1
+    if wire == _LEN:
+        length, pos = _varint(buf, pos, end)
+        if pos < 0 or length > np.uint64(end - pos):
+            return -1
+        return pos + np.int64(length)
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _skip(buf: npt.NDArray[np.uint8], pos: int, end: int, wire: int, field: int) -> int:
+    """Position after a field's payload (groups included); -1 when malformed."""
+    if wire != _SGROUP:
+        return _skip_plain(buf, pos, end, wire)
+    depth = 1
+    while pos < end:
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return -1
+        w = np.int64(tag & np.uint64(7))
+        if w == _EGROUP:
+            depth -= 1
+            if depth == 0:
+                return pos if np.int64(tag >> np.uint64(3)) == field else -1
+        elif w == _SGROUP:
+            depth += 1
+        else:
+            pos = _skip_plain(buf, pos, end, w)
+            if pos < 0:
+                return -1
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _fixed64(buf: npt.NDArray[np.uint8], pos: int) -> np.uint64:
+    value = np.uint64(0)
+    for k in range(8):
+        value |= np.uint64(buf[pos + k]) << np.uint64(8 * k)
+    return value
+
+
+@njit(cache=True, nogil=True)
+def _big_endian(buf: npt.NDArray[np.uint8], pos: int) -> np.uint64:
+    value = np.uint64(0)
+    for k in range(8):
+        value = (value << np.uint64(8)) | np.uint64(buf[pos + k])
+    return value
+
+
+@njit(cache=True, nogil=True)
+def _same(buf: npt.NDArray[np.uint8], a: int, b: int, length: int) -> bool:
+    for k in range(length):
+        if buf[a + k] != buf[b + k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _hash(buf: npt.NDArray[np.uint8], pos: int, length: int, h: np.uint64) -> np.uint64:
+    for k in range(length):
+        h = (h ^ np.uint64(buf[pos + k])) * _FNV_PRIME
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _is_wanted(
+    buf: npt.NDArray[np.uint8], pos: int, length: int, keys: npt.NDArray[np.uint8], key_ends: npt.NDArray[np.int64]
+) -> bool:
+    start = 0
+    for k in range(key_ends.shape[0]):
+        stop = key_ends[k]
+        if stop - start == length:
+            match = True
+            for j in range(length):
+                if buf[pos + j] != keys[start + j]:
+                    match = False
+                    break
+            if match:
+                return True
+        start = stop
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _key(buf: npt.NDArray[np.uint8], pos: int, end: int) -> tuple[int, int]:
+    """(offset, length) of a KeyValue's key (last occurrence); length -1 when malformed."""
+    key_pos, key_len = pos, 0
+    while pos < end:
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return 0, -1
+        field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
+        if field == 1 and wire == _LEN:
+            length, pos = _varint(buf, pos, end)
+            if pos < 0 or length > np.uint64(end - pos):
+                return 0, -1
+            key_pos, key_len = pos, np.int64(length)
+            pos += key_len
+        else:
+            pos = _skip(buf, pos, end, wire, field)
+            if pos < 0:
+                return 0, -1
+    return key_pos, key_len
+
+
+@njit(cache=True, nogil=True)
+def _status_code(buf: npt.NDArray[np.uint8], pos: int, end: int, code: int) -> tuple[int, bool]:
+    """The `code` after reading one Status occurrence (merged into the previous ones)."""
+    while pos < end:
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return code, False
+        field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
+        if field == 3 and wire == _VARINT:
+            value, pos = _varint(buf, pos, end)
+            if pos < 0:
+                return code, False
+            code = _int32(value)
+        else:
+            pos = _skip(buf, pos, end, wire, field)
+            if pos < 0:
+                return code, False
+    return code, True
+
+
+@njit(cache=True, nogil=True)
+def _span(
+    buf: npt.NDArray[np.uint8],
+    pos: int,
+    end: int,
+    row: int,
+    u: npt.NDArray[np.uint64],
+    i: npt.NDArray[np.int64],
+    kv: npt.NDArray[np.int64],
+    n_kv: int,
+    keys: npt.NDArray[np.uint8],
+    key_ends: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], int, int, int, int]:
+    """Reads one Span into row `row`; returns the wanted-KeyValue list (grown as needed), its
+    new length, the name's offset and length, and the position after the span (-1: malformed)."""
+    trace_pos = span_pos = parent_pos = name_pos = 0
+    trace_len = span_len = parent_len = name_len = 0
+    kind = code = 0
+    start = stop = np.uint64(0)
+    while pos < end:
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return kv, n_kv, 0, 0, -1
+        field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
+        if wire == _LEN and (field <= 5 and field != 3 or field == 9 or field == 15):
+            length, pos = _varint(buf, pos, end)
+            if pos < 0 or length > np.uint64(end - pos):
+                return kv, n_kv, 0, 0, -1
+            n = np.int64(length)
+            if field == 1:
+                trace_pos, trace_len = pos, n
+            elif field == 2:
+                span_pos, span_len = pos, n
+            elif field == 4:
+                parent_pos, parent_len = pos, n
+            elif field == 5:
+                name_pos, name_len = pos, n
+            elif field == 15:
+                code, ok = _status_code(buf, pos, pos + n, code)
+                if not ok:
+                    return kv, n_kv, 0, 0, -1
+            else:
+                key_pos, key_len = _key(buf, pos, pos + n)
+                if key_len < 0:
+                    return kv, n_kv, 0, 0, -1
+                if _is_wanted(buf, key_pos, key_len, keys, key_ends):
+                    if n_kv == kv.shape[0]:
+                        grown = np.empty((2 * n_kv, 2), np.int64)
+                        grown[:n_kv] = kv
+                        kv = grown
+                    kv[n_kv, 0], kv[n_kv, 1] = pos, n
+                    n_kv += 1
+            pos += n
+        elif field == 6 and wire == _VARINT:
+            value, pos = _varint(buf, pos, end)
+            if pos < 0:
+                return kv, n_kv, 0, 0, -1
+            kind = _int32(value)
+        elif (field == 7 or field == 8) and wire == _I64:
+            if pos + 8 > end:
+                return kv, n_kv, 0, 0, -1
+            if field == 7:
+                start = _fixed64(buf, pos)
+            else:
+                stop = _fixed64(buf, pos)
+            pos += 8
+        else:
+            pos = _skip(buf, pos, end, wire, field)
+            if pos < 0:
+                return kv, n_kv, 0, 0, -1
+    if trace_len == 16:
+        u[row, U_TRACE_HI] = _big_endian(buf, trace_pos)
+        u[row, U_TRACE_LO] = _big_endian(buf, trace_pos + 8)
+    if span_len == 8:
+        u[row, U_SPAN] = _big_endian(buf, span_pos)
+    if parent_len == 8:
+        u[row, U_PARENT] = _big_endian(buf, parent_pos)
+    u[row, U_START], u[row, U_END] = start, stop
+    i[row, I_TRACE_LEN], i[row, I_SPAN_LEN], i[row, I_PARENT_LEN] = trace_len, span_len, parent_len
+    i[row, I_KIND], i[row, I_STATUS] = kind, code
+    return kv, n_kv, name_pos, name_len, end
+
+
+@njit(cache=True, nogil=True)
+def _dedupe(
+    buf: npt.NDArray[np.uint8],
+    n_spans: int,
+    name_at: npt.NDArray[np.int64],
+    kv: npt.NDArray[np.int64],
+    kv_from: npt.NDArray[np.int64],
+    i: npt.NDArray[np.int64],
+    t: npt.NDArray[np.int64],
+) -> tuple[int, int]:
+    """Interns names (`I_NAME`) and groups spans by their wanted attributes (`I_GROUP`, -1
+    for none) with open addressing on FNV-1a hashes and exact byte comparison."""
+    size = 16
+    while size < 2 * n_spans:
+        size *= 2
+    mask = size - 1
+    name_slots = np.full(size, -1, np.int64)
+    group_slots = np.full(size, -1, np.int64)
+    n_names = n_groups = 0
+    for row in range(n_spans):
+        pos, length = name_at[row, 0], name_at[row, 1]
+        slot = np.int64(_hash(buf, pos, length, _FNV_OFFSET) & np.uint64(mask))
+        while True:
+            known = name_slots[slot]
+            if known < 0:
+                name_slots[slot] = n_names
+                t[n_names, T_NAME_OFF], t[n_names, T_NAME_LEN] = pos, length
+                i[row, I_NAME] = n_names
+                n_names += 1
+                break
+            if t[known, T_NAME_LEN] == length and _same(buf, t[known, T_NAME_OFF], pos, length):
+                i[row, I_NAME] = known
+                break
+            slot = (slot + 1) & mask
+        first, last = kv_from[row], kv_from[row + 1]
+        if first == last:
+            i[row, I_GROUP] = -1
+            continue
+        h = _FNV_OFFSET
+        for k in range(first, last):
+            h = (h ^ np.uint64(kv[k, 1])) * _FNV_PRIME
+            h = _hash(buf, kv[k, 0], kv[k, 1], h)
+        slot = np.int64(h & np.uint64(mask))
+        while True:
+            known = group_slots[slot]
+            if known < 0:
+                group_slots[slot] = n_groups
+                t[n_groups, T_GROUP_REP] = row
+                i[row, I_GROUP] = n_groups
+                n_groups += 1
+                break
+            rep = t[known, T_GROUP_REP]
+            rep_first, rep_last = kv_from[rep], kv_from[rep + 1]
+            equal = rep_last - rep_first == last - first
+            k = 0
+            while equal and k < last - first:
+                a, b = kv[rep_first + k], kv[first + k]
+                equal = a[1] == b[1] and _same(buf, a[0], b[0], b[1])
+                k += 1
+            if equal:
+                i[row, I_GROUP] = known
+                break
+            slot = (slot + 1) & mask
+    return n_names, n_groups
+
+
+@njit(_SIG, cache=True, nogil=True)
+def scan(
+    buf: npt.NDArray[np.uint8],
+    n_spans: int,
+    keys: npt.NDArray[np.uint8],
+    key_ends: npt.NDArray[np.int64],
+    u: npt.NDArray[np.uint64],
+    i: npt.NDArray[np.int64],
+    t: npt.NDArray[np.int64],
+) -> tuple[int, int]:
+    """Fills `u`, `i` (one row per span) and `t`; returns (names, groups), or (BAD, BAD)."""
+    kv = np.empty((64, 2), np.int64)
+    n_kv = 0
+    kv_from = np.empty(n_spans + 1, np.int64)
+    name_at = np.zeros((n_spans, 2), np.int64)
+    row, resource, pos, end = 0, 0, 0, buf.shape[0]
+    while pos < end:
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return BAD, BAD
+        field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
+        if not (field == 1 and wire == _LEN):
+            pos = _skip(buf, pos, end, wire, field)
+            if pos < 0:
+                return BAD, BAD
+            continue
+        length, pos = _varint(buf, pos, end)
+        if pos < 0 or length > np.uint64(end - pos):
+            return BAD, BAD
+        rs_end = pos + np.int64(length)
+        scope = 0
+        while pos < rs_end:
+            tag, pos = _varint(buf, pos, rs_end)
+            if pos < 0:
+                return BAD, BAD
+            field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
+            if not (field == 2 and wire == _LEN):
+                pos = _skip(buf, pos, rs_end, wire, field)
+                if pos < 0:
+                    return BAD, BAD
+                continue
+            length, pos = _varint(buf, pos, rs_end)
+            if pos < 0 or length > np.uint64(rs_end - pos):
+                return BAD, BAD
+            ss_end = pos + np.int64(length)
+            index = 0
+            while pos < ss_end:
+                tag, pos = _varint(buf, pos, ss_end)
+                if pos < 0:
+                    return BAD, BAD
+                field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
+                if not (field == 2 and wire == _LEN):
+                    pos = _skip(buf, pos, ss_end, wire, field)
+                    if pos < 0:
+                        return BAD, BAD
+                    continue
+                length, pos = _varint(buf, pos, ss_end)
+                if pos < 0 or length > np.uint64(ss_end - pos) or row >= n_spans:
+                    return BAD, BAD
+                kv_from[row] = n_kv
+                kv, n_kv, name_pos, name_len, pos = _span(
+                    buf, pos, pos + np.int64(length), row, u, i, kv, n_kv, keys, key_ends
+                )
+                if pos < 0:
+                    return BAD, BAD
+                name_at[row, 0], name_at[row, 1] = name_pos, name_len
+                i[row, I_RESOURCE], i[row, I_SCOPE], i[row, I_INDEX] = resource, scope, index
+                row += 1
+                index += 1
+            scope += 1
+        resource += 1
+    if row != n_spans:
+        return BAD, BAD
+    kv_from[n_spans] = n_kv
+    return _dedupe(buf, n_spans, name_at, kv, kv_from, i, t)

@@ -1,0 +1,91 @@
+"""The node health model's parameters and observation densities, shared by every inference.
+
+Each node has one anomaly score per fault class (`rca.evidence`). A healthy node's score is
+half-normal with a heavy exponential tail (noisy services exist); a faulty signal's score is
+log-normal. A node in a given state draws each score from the mixture
+`w * faulty + (1 - w) * healthy`, where `w` is the activation of that signal under the root's
+fault class for the root itself, the signal's propagation probability for the root's callers on
+the way to the alert, and 0 elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from rca.evidence import N_FAULTS, F
+from rca.ranking import Fault
+
+LLM_FAULTS = (
+    Fault.GPU_MEMORY_BANDWIDTH,
+    Fault.KV_CACHE_FRAGMENTATION,
+    Fault.SCHEDULER_PRIORITY_INVERSION,
+    Fault.NCCL_COMMUNICATION,
+    Fault.NUMA_MISMATCH,
+)
+
+
+def _default_activation() -> list[list[float]]:
+    """How often a root of class c (row) shows signal f (column)."""
+    a = [[0.02] * N_FAULTS for _ in range(N_FAULTS)]
+    for c in range(N_FAULTS):
+        a[c][c] = 0.9
+    for fault in LLM_FAULTS:  # GPU, scheduler, NCCL and NUMA trouble slows the node too
+        a[F[fault]][F[Fault.LATENCY]] = 0.5
+    a[F[Fault.ERRORS]][F[Fault.CALL_STRUCTURE]] = 0.3
+    a[F[Fault.CALL_STRUCTURE]][F[Fault.LATENCY]] = 0.2
+    a[F[Fault.CALL_STRUCTURE]][F[Fault.ERRORS]] = 0.2
+    return a
+
+
+def _default_propagation() -> list[float]:
+    """How often a caller on the path to the alert shows signal f because of its callee's fault."""
+    p = [0.01] * N_FAULTS
+    p[F[Fault.LATENCY]] = 0.1
+    p[F[Fault.ERRORS]] = 0.5
+    p[F[Fault.CALL_STRUCTURE]] = 0.3
+    return p
+
+
+@dataclass(frozen=True, slots=True)
+class HealthParams:
+    """Everything the posterior needs besides the evidence; `fit` re-estimates them."""
+
+    healthy_scale: tuple[float, ...] = (1.5,) * N_FAULTS
+    tail_weight: tuple[float, ...] = (0.03,) * N_FAULTS
+    tail_mean: tuple[float, ...] = (6.0,) * N_FAULTS
+    fault_loc: tuple[float, ...] = (math.log(10.0),) * N_FAULTS
+    fault_scale: tuple[float, ...] = (0.8,) * N_FAULTS
+    activation: tuple[tuple[float, ...], ...] = field(
+        default_factory=lambda: tuple(tuple(row) for row in _default_activation())
+    )
+    propagation: tuple[float, ...] = field(default_factory=lambda: tuple(_default_propagation()))
+    temperature: float = 1.0
+
+    def tensor(self, name: str) -> torch.Tensor:
+        return torch.tensor(getattr(self, name), dtype=torch.float64)
+
+
+def log_healthy(score: torch.Tensor, params: HealthParams) -> torch.Tensor:
+    """log density of scores (..., F) under a healthy node."""
+    sigma = params.tensor("healthy_scale")
+    tail, mean = params.tensor("tail_weight"), params.tensor("tail_mean")
+    half_normal = math.log(2.0) - 0.5 * math.log(2 * math.pi) - torch.log(sigma) - 0.5 * (score / sigma) ** 2
+    exponential = -torch.log(mean) - score / mean
+    return torch.logaddexp(torch.log1p(-tail) + half_normal, torch.log(tail) + exponential)
+
+
+def log_faulty(score: torch.Tensor, params: HealthParams) -> torch.Tensor:
+    """log density of scores (..., F) of a signal a fault drives (log-normal on score + 1)."""
+    loc, scale = params.tensor("fault_loc"), params.tensor("fault_scale")
+    x = score + 1.0
+    return -torch.log(x) - torch.log(scale) - 0.5 * math.log(2 * math.pi) - 0.5 * ((torch.log(x) - loc) / scale) ** 2
+
+
+def log_mixture_ratio(score: torch.Tensor, weight: torch.Tensor, params: HealthParams) -> torch.Tensor:
+    """log [(w g + (1 - w) h) / h] per score: what a state with fault weight `w` adds over health."""
+    log_lr = log_faulty(score, params) - log_healthy(score, params)
+    w = weight.clamp(1e-9, 1 - 1e-9)
+    return torch.logaddexp(torch.log(w) + log_lr, torch.log1p(-w))

@@ -1,0 +1,320 @@
+"""Per-node evidence of an incident window against its baseline, one score per fault class.
+
+For every node the window's series are split at the row's own change point (`rca.changepoint`)
+and scored as one-sided shifts: self time (latency; calls to uninstrumented callees are moved
+from the caller's self time to the virtual callee), error rate, call structure (downstream calls
+per call of each operation, either way), and the section 6 LLM-serving signals. A node's score for
+a class is its strongest row, less the expected maximum of that many null statistics, gated by the
+contract's thresholds where it names them. Unmeasurable classes are NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from rca.accumulators import EdgeSum, OpSum, SignalSum
+from rca.changepoint import Shift, mean_shift
+from rca.graph import NodeKind, ServiceGraph
+from rca.ranking import Fault
+from rca.series import WindowSeries, window_series
+from rca.spans import Signal
+
+FAULTS: tuple[Fault, ...] = tuple(Fault)
+N_FAULTS = len(FAULTS)
+F = {fault: i for i, fault in enumerate(FAULTS)}
+MAX_SCORE = 60.0
+MIN_BASELINE_WINDOWS = 2
+LATENCY_FLOOR_S = 1e-4  # self times below 100 µs are noise, not latency
+Array = npt.NDArray[np.float64]
+Index = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvidence:
+    """Evidence of the nodes seen in a window: `(nodes, faults)` arrays, NaN where unmeasurable."""
+
+    nodes: tuple[str, ...]
+    services: tuple[str, ...]
+    score: Array
+    observed: Array
+    baseline: Array
+    onset_ns: Index
+    signal: tuple[tuple[str, ...], ...]  # per node, per fault: what was measured
+    edges: Index  # (E, 2) caller → callee row indices into `nodes`
+
+    def index(self, node: str) -> int:
+        return self.nodes.index(node)
+
+
+@dataclass(slots=True)
+class _Rows:
+    """Row-level shifts of one class, before they are reduced to nodes."""
+
+    node: Index
+    shift: Shift
+    label: list[str]
+    score: Array
+
+
+def _per_window_mean(total: Array, count: Array) -> Array:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(count > 0, total / count, np.nan)
+
+
+def _max_expected(rows_per_node: Array) -> Array:
+    """Expected maximum of that many null |statistics|: the multiple-testing allowance."""
+    return np.sqrt(2.0 * np.log(np.maximum(rows_per_node, 1.0)))
+
+
+class _Extractor:
+    def __init__(self, graph: ServiceGraph, series: WindowSeries, first: int) -> None:
+        self.names = graph.names
+        self.series = series
+        self.first = first
+        self.last = series.windows - MIN_BASELINE_WINDOWS
+        self.node_of = graph.names.nodeop_node
+        self.op_of = graph.names.nodeop_op
+
+    def shift(self, y: Array, w: Array, direction: int, floor: Array | float) -> Shift:
+        return mean_shift(y, w, first=self.first, last=self.last, direction=direction, variance_floor=floor)
+
+    def op_label(self, nodeop: Index, prefix: str) -> list[str]:
+        ops = self.names.ops
+        return [f"{prefix}:{ops[int(o)]}" if ops[int(o)] else prefix for o in self.op_of[nodeop].tolist()]
+
+    # -- service and virtual nodes ---------------------------------------------------------
+
+    def latency_and_errors(self) -> tuple[_Rows, _Rows]:
+        ops, edges = self.series.ops, self.series.edges
+        calls = ops.sums[:, :, OpSum.CALLS]
+        virtual_time = self._unpaired_peer_time(ops.keys)
+        self_time = ops.sums[:, :, OpSum.DURATION] - ops.sums[:, :, OpSum.CHILD_DURATION] - virtual_time
+        log_self = np.log(np.maximum(_per_window_mean(self_time, calls), LATENCY_FLOOR_S))
+        nodes = self.node_of[ops.keys]
+        labels = self.op_label(ops.keys, "self_time_s")
+        rows_latency = [(nodes, log_self, calls, labels)]
+        error_rate = _per_window_mean(ops.sums[:, :, OpSum.ERRORS], calls)
+        rows_errors = [(self.node_of[ops.keys], error_rate, calls, self.op_label(ops.keys, "error_rate"))]
+        # Virtual callees: the client spans' own durations and errors are their evidence.
+        callee_node = self.node_of[edges.keys & 0xFFFFFFFF]
+        virtual = np.asarray([self.names.kinds[int(n)] is NodeKind.VIRTUAL for n in callee_node.tolist()], np.bool_)
+        if virtual.any():
+            s = edges.sums[virtual]
+            peer_calls = s[:, :, EdgeSum.PEER_CALLS]
+            mean = _per_window_mean(s[:, :, EdgeSum.PEER_DURATION], peer_calls)
+            log_peer = np.log(np.maximum(mean, LATENCY_FLOOR_S))
+            label = [f"client_time_s:{self.names.nodes[int(n)]}" for n in callee_node[virtual].tolist()]
+            rows_latency.append((callee_node[virtual], log_peer, peer_calls, label))
+            peer_errors = _per_window_mean(s[:, :, EdgeSum.PEER_ERRORS], peer_calls)
+            rows_errors.append((callee_node[virtual], peer_errors, peer_calls, label))
+        latency = self._rows(rows_latency, direction=1, floor=0.05, transform=np.exp)
+        # A shift must also be large to count: full weight from a doubling of the mean.
+        ratio = np.log(np.maximum(latency.shift.observed, 1e-12) / np.maximum(latency.shift.baseline, 1e-12))
+        latency.score = latency.score * np.clip(ratio / np.log(2.0), 0.0, 1.0)
+        errors = self._rows(rows_errors, direction=1, floor=0.01, transform=None)
+        return latency, errors
+
+    def _unpaired_peer_time(self, op_keys: Index) -> Array:
+        """Seconds each caller operation spent in calls to uninstrumented callees, per window."""
+        edges = self.series.edges
+        out = np.zeros((op_keys.shape[0], self.series.windows))
+        if edges.keys.shape[0] == 0:
+            return out
+        s = edges.sums
+        unpaired = np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
+        share = np.divide(unpaired, s[:, :, EdgeSum.PEER_CALLS], out=np.zeros_like(unpaired), where=unpaired > 0)
+        caller = np.searchsorted(op_keys, edges.keys >> 32)
+        np.add.at(out, np.minimum(caller, max(op_keys.shape[0] - 1, 0)), s[:, :, EdgeSum.PEER_DURATION] * share)
+        return out
+
+    def call_structure(self) -> _Rows:
+        ops, edges = self.series.ops, self.series.edges
+        if edges.keys.shape[0] == 0:
+            return self._rows([], direction=0, floor=0.0, transform=None)
+        s = edges.sums
+        calls = s[:, :, EdgeSum.CALLS] + np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
+        caller_op = edges.keys >> 32
+        position = np.searchsorted(ops.keys, caller_op)
+        known = (position < ops.keys.shape[0]) & (ops.keys[np.minimum(position, ops.keys.shape[0] - 1)] == caller_op)
+        caller_calls = np.zeros_like(calls)
+        caller_calls[known] = ops.sums[position[known], :, OpSum.CALLS]
+        per_call = _per_window_mean(calls, caller_calls)
+        mean = np.nansum(calls, axis=1) / np.maximum(np.nansum(caller_calls, axis=1), 1.0)
+        floor = np.maximum(mean, 0.02)[:, None]  # Poisson: variance of a count per call ~ its mean
+        callee = self.node_of[edges.keys & 0xFFFFFFFF]
+        label = [f"calls_per_request:{self.names.nodes[int(n)]}" for n in callee.tolist()]
+        rows = self._rows([(self.node_of[caller_op], per_call, caller_calls, label)], 0, floor, None)
+        rows.score = np.abs(rows.score)
+        return rows
+
+    def _rows(
+        self,
+        parts: list[tuple[Index, Array, Array, list[str]]],
+        direction: int,
+        floor: Array | float,
+        transform: object,
+    ) -> _Rows:
+        if not parts:
+            empty = np.zeros(0)
+            return _Rows(np.zeros(0, np.int64), Shift(np.zeros(0, np.int64), empty, empty, empty), [], empty)
+        node = np.concatenate([p[0] for p in parts])
+        y = np.concatenate([p[1] for p in parts])
+        w = np.concatenate([p[2] for p in parts])
+        labels = [label for p in parts for label in p[3]]
+        shift = self.shift(y, w, direction, floor)
+        if transform is np.exp:
+            shift = Shift(shift.onset, np.exp(shift.baseline), np.exp(shift.observed), shift.score)
+        return _Rows(node, shift, labels, shift.score.copy())
+
+    # -- section 6 signals -----------------------------------------------------------------
+
+    def signal(self, signal: Signal, direction: int) -> _Rows:
+        table = self.series.signals
+        mine = (table.keys & 0xFF) == int(signal)
+        s = table.sums[mine]
+        count = s[:, :, SignalSum.COUNT]
+        mean = _per_window_mean(s[:, :, SignalSum.SUM], count)
+        within = (np.nansum(s[:, :, SignalSum.SUMSQ], axis=1) - np.nansum(mean * s[:, :, SignalSum.SUM], axis=1)) / (
+            np.maximum(count.sum(axis=1) - 1.0, 1.0)
+        )
+        scale = np.nanmean(np.abs(mean), axis=1) if mean.shape[0] else np.zeros(0)
+        floor = np.maximum(np.nan_to_num(within), (0.02 * np.nan_to_num(scale)) ** 2 + 1e-18)[:, None]
+        nodes = table.keys[mine] >> 8
+        label = [signal.name.lower()] * int(nodes.shape[0])
+        return self._rows([(nodes, mean, count, label)], direction, floor, None)
+
+    def inversion(self) -> _Rows:
+        """Urgent requests' queue time minus ordinary ones', per window, per node."""
+        table = self.series.signals
+        urgent, ordinary = (
+            (table.keys & 0xFF) == Signal.QUEUE_TIME_URGENT,
+            (table.keys & 0xFF) == (Signal.QUEUE_TIME_ORDINARY),
+        )
+        nodes = np.intersect1d(table.keys[urgent] >> 8, table.keys[ordinary] >> 8)
+        if nodes.shape[0] == 0:
+            return self._rows([], 1, 0.0, None)
+        u = table.sums[np.searchsorted(table.keys, (nodes << 8) | Signal.QUEUE_TIME_URGENT)]
+        o = table.sums[np.searchsorted(table.keys, (nodes << 8) | Signal.QUEUE_TIME_ORDINARY)]
+        nu, no = u[:, :, SignalSum.COUNT], o[:, :, SignalSum.COUNT]
+        difference = _per_window_mean(u[:, :, SignalSum.SUM], nu) - _per_window_mean(o[:, :, SignalSum.SUM], no)
+        with np.errstate(divide="ignore"):
+            weight = np.where((nu > 0) & (no > 0), 1.0 / (1.0 / np.maximum(nu, 1) + 1.0 / np.maximum(no, 1)), 0.0)
+        var = (o[:, :, SignalSum.SUMSQ].sum(axis=1) / np.maximum(no.sum(axis=1), 1.0)) - (
+            o[:, :, SignalSum.SUM].sum(axis=1) / np.maximum(no.sum(axis=1), 1.0)
+        ) ** 2
+        floor = np.maximum(var, 1e-8)[:, None]
+        return self._rows(
+            [(nodes, difference, weight, ["queue_wait_urgent_minus_ordinary_s"] * len(nodes))], 1, floor, None
+        )
+
+
+def _gate(rows: _Rows, healthy: float, faulty: float) -> None:
+    """Scales scores by where the observed level sits between the contract's `healthy` level
+    (0) and its `faulty` one (1); a decrease (`healthy > faulty`) scores as a positive shift."""
+    share = np.clip((rows.shift.observed - healthy) / (faulty - healthy), 0.0, 1.0)
+    rows.score = np.abs(rows.score) * share * (rows.score * np.sign(faulty - healthy) > 0)
+
+
+def _merge(a: _Rows, b: _Rows) -> _Rows:
+    shift = Shift(
+        np.concatenate([a.shift.onset, b.shift.onset]),
+        np.concatenate([a.shift.baseline, b.shift.baseline]),
+        np.concatenate([a.shift.observed, b.shift.observed]),
+        np.concatenate([a.shift.score, b.shift.score]),
+    )
+    return _Rows(np.concatenate([a.node, b.node]), shift, [*a.label, *b.label], np.concatenate([a.score, b.score]))
+
+
+def _class_rows(x: _Extractor) -> dict[Fault, tuple[_Rows, bool]]:
+    """Rows per fault class, and whether the class gets the multiple-testing allowance."""
+    latency, errors = x.latency_and_errors()
+    bandwidth = x.signal(Signal.GPU_DRAM_UTILIZATION, 1)
+    _gate(bandwidth, 0.75, 0.9)
+    allocation = x.signal(Signal.KV_BLOCK_ALLOCATION_RATE, -1)
+    _gate(allocation, 0.95, 0.7)
+    block = x.signal(Signal.KV_AVG_BLOCK_SIZE, -1)
+    _gate(block, 128 * 1024.0, 32 * 1024.0)
+    inversion = x.inversion()
+    _gate(inversion, 0.0, 1e-3)
+    nccl = x.signal(Signal.NCCL_LATENCY, 1)
+    mismatch = x.signal(Signal.NUMA_MISMATCH, 1)
+    remote = x.signal(Signal.NUMA_REMOTE_RATIO, 1)
+    _gate(remote, 0.1, 0.15)
+    return {
+        Fault.LATENCY: (latency, True),
+        Fault.ERRORS: (errors, True),
+        Fault.CALL_STRUCTURE: (x.call_structure(), True),
+        Fault.GPU_MEMORY_BANDWIDTH: (bandwidth, False),
+        Fault.KV_CACHE_FRAGMENTATION: (_merge(allocation, block), False),
+        Fault.SCHEDULER_PRIORITY_INVERSION: (inversion, False),
+        Fault.NCCL_COMMUNICATION: (nccl, False),
+        Fault.NUMA_MISMATCH: (_merge(mismatch, remote), False),
+    }
+
+
+def extract_evidence(graph: ServiceGraph, *, start_ns: int, end_ns: int, history_ns: int = 0) -> NodeEvidence:
+    """Evidence over the incident window [start_ns, end_ns): change points lie inside it, the
+    baseline may reach `history_ns` further back where the graph still holds windows."""
+    series = window_series(graph, start_ns - history_ns, end_ns)
+    first = max(MIN_BASELINE_WINDOWS, start_ns // graph.window_ns - series.first)
+    x = _Extractor(graph, series, first)
+    rows = _class_rows(x)
+    present = np.unique(np.concatenate([r.node for r, _ in rows.values()] + [_edge_nodes(x)]))
+    n = present.shape[0]
+    score = np.full((n, N_FAULTS), np.nan)
+    observed, baseline = np.full((n, N_FAULTS), np.nan), np.full((n, N_FAULTS), np.nan)
+    onset = np.full((n, N_FAULTS), -1, np.int64)
+    labels = [[""] * N_FAULTS for _ in range(n)]
+    for fault, (r, allowance) in rows.items():
+        if r.node.shape[0] == 0:
+            continue
+        row_node = np.searchsorted(present, r.node)
+        s = np.clip(np.nan_to_num(r.score), 0.0, MAX_SCORE)
+        if allowance:
+            counts = np.bincount(row_node, minlength=n).astype(np.float64)
+            s = np.maximum(s - _max_expected(counts)[row_node], 0.0)
+        order = np.lexsort((s, row_node))
+        last = np.r_[row_node[order][1:] != row_node[order][:-1], True]
+        best = order[last]
+        j = F[fault]
+        node_rows = row_node[best]
+        score[node_rows, j] = s[best]
+        observed[node_rows, j] = r.shift.observed[best]
+        baseline[node_rows, j] = r.shift.baseline[best]
+        onset[node_rows, j] = [series.start_ns(int(k)) for k in r.shift.onset[best].tolist()]
+        for i, b in zip(node_rows.tolist(), best.tolist(), strict=True):
+            labels[i][j] = r.label[b]
+    names = graph.names
+    return NodeEvidence(
+        nodes=tuple(names.nodes[int(i)] for i in present.tolist()),
+        services=tuple(names.nodes[names.owners[int(i)]] for i in present.tolist()),
+        score=score,
+        observed=observed,
+        baseline=baseline,
+        onset_ns=onset,
+        signal=tuple(tuple(row) for row in labels),
+        edges=_edges(x, present),
+    )
+
+
+def _edge_pairs(x: _Extractor) -> Index:
+    edges = x.series.edges
+    if edges.keys.shape[0] == 0:
+        return np.zeros((0, 2), np.int64)
+    s = edges.sums
+    calls = (s[:, :, EdgeSum.CALLS] + s[:, :, EdgeSum.PEER_CALLS]).sum(axis=1)
+    pairs = np.stack([x.node_of[edges.keys >> 32], x.node_of[edges.keys & 0xFFFFFFFF]], axis=1)[calls > 0]
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    return np.unique(pairs, axis=0) if pairs.shape[0] else pairs
+
+
+def _edge_nodes(x: _Extractor) -> Index:
+    return _edge_pairs(x).reshape(-1)
+
+
+def _edges(x: _Extractor, present: Index) -> Index:
+    pairs = _edge_pairs(x)
+    return np.searchsorted(present, pairs).astype(np.int64).reshape(-1, 2)
