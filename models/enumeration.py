@@ -1,0 +1,103 @@
+"""The health model stated in Pyro: exact enumeration of one root, and SVI for several.
+
+`single_root_model` samples the (root, fault class) pair and scores every node's evidence under
+the state it puts the node in; `TraceEnum_ELBO.compute_marginals` then gives the exact posterior,
+which `models.posterior` computes in closed form (the tests check they agree).
+
+`multi_root_model` lets any set of nodes be faulty: each node's fault intensity `u_i` has a sparse
+Beta prior, a node's signal is driven with weight `1 - (1 - a u_i) prod_{j below i} (1 - rho u_j)`
+(its own fault or a fault it calls into, noisy-OR), and `fit_multi_root` infers the intensities
+with SVI (mean-field guide on the logit scale). Models take tensors and never load data.
+"""
+
+from __future__ import annotations
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO
+from pyro.infer.autoguide import AutoNormal
+from pyro.optim import Adam
+
+from models.health import HealthParams, log_healthy, log_mixture_ratio
+from models.posterior import log_prior
+
+
+def single_root_model(
+    score: torch.Tensor,
+    mask: torch.Tensor,
+    candidates: torch.Tensor,
+    ancestors: torch.Tensor,
+    params: HealthParams,
+) -> None:
+    """score, mask: (N, F); candidates: (R,) node rows; ancestors: (R, N) bool."""
+    n_nodes, n_faults = score.shape
+    prior = log_prior(mask[candidates]).reshape(-1)
+    cause = pyro.sample("cause", dist.Categorical(logits=prior), infer={"enumerate": "parallel"})
+    k = cause.reshape(-1, 1, 1)
+    root, fault = candidates[k // n_faults], k % n_faults  # (K, 1, 1)
+    node = torch.arange(n_nodes).reshape(1, -1, 1)
+    activation = params.tensor("activation")[fault.reshape(-1)].unsqueeze(1)  # (K, 1, F)
+    is_ancestor = ancestors[(k // n_faults).reshape(-1)].unsqueeze(-1)  # (K, N, 1)
+    weight = torch.where(
+        node == root, activation, torch.where(is_ancestor, params.tensor("propagation"), torch.zeros(()))
+    )
+    with pyro.plate("nodes", n_nodes, dim=-2), pyro.plate("signals", n_faults, dim=-1):
+        density = log_healthy(score, params) + log_mixture_ratio(score, weight, params) / params.temperature
+        pyro.factor("evidence", torch.where(mask, density, torch.zeros(())))
+
+
+def single_root_guide(
+    score: torch.Tensor,
+    mask: torch.Tensor,
+    candidates: torch.Tensor,
+    ancestors: torch.Tensor,
+    params: HealthParams,
+) -> None:
+    """The cause is enumerated exactly: nothing to guide."""
+
+
+def enumerated_posterior(
+    score: torch.Tensor, mask: torch.Tensor, candidates: torch.Tensor, ancestors: torch.Tensor, params: HealthParams
+) -> torch.Tensor:
+    """Exact posterior over (candidate, class), shape (R, C), by Pyro's enumeration."""
+    elbo = TraceEnum_ELBO(max_plate_nesting=2)
+    marginals = elbo.compute_marginals(
+        single_root_model, single_root_guide, score, mask, candidates, ancestors, params
+    )
+    probs: torch.Tensor = marginals["cause"].probs
+    return probs.reshape(candidates.shape[0], score.shape[1])
+
+
+def multi_root_model(
+    score: torch.Tensor, mask: torch.Tensor, below: torch.Tensor, params: HealthParams, sparsity: float
+) -> None:
+    """score, mask: (N, F); below[i, j]: node j is called (transitively) by node i."""
+    n_nodes = score.shape[0]
+    with pyro.plate("nodes", n_nodes):
+        intensity = pyro.sample("intensity", dist.Beta(torch.tensor(sparsity), torch.tensor(1.0)))
+    own = 1.0 - params.tensor("activation").diagonal() * intensity[:, None]  # (N, F)
+    spared = torch.exp(below.to(score.dtype) @ torch.log1p(-params.tensor("propagation") * intensity[:, None]))
+    weight = 1.0 - own * spared
+    pyro.factor("evidence", (log_mixture_ratio(score, weight, params) * mask).sum() / params.temperature)
+
+
+def fit_multi_root(
+    score: torch.Tensor,
+    mask: torch.Tensor,
+    below: torch.Tensor,
+    params: HealthParams,
+    *,
+    steps: int = 300,
+    seed: int = 0,
+    sparsity: float = 0.2,
+) -> torch.Tensor:
+    """Posterior mean fault intensity of every node (several may be faulty at once), by SVI."""
+    pyro.set_rng_seed(seed)
+    pyro.clear_param_store()
+    guide = AutoNormal(multi_root_model)
+    svi = SVI(multi_root_model, guide, Adam({"lr": 0.05}), Trace_ELBO(num_particles=4))
+    for _ in range(steps):
+        svi.step(score, mask, below, params, sparsity)
+    median: torch.Tensor = guide.median(score, mask, below, params, sparsity)["intensity"]
+    return median.detach()
