@@ -7,10 +7,12 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from api.incidents import incidents_router
 from api.nodegraph import node_graph
 from api.timeparams import parse_time_ns
 from rca.graph import ServiceGraph
 from rca.graphview import Window, default_window, graph_between
+from rca.incident_service import IncidentService
 from rca.ingestion import Ingestor
 
 
@@ -30,8 +32,10 @@ def _window(graph: ServiceGraph, start: str | None, end: str | None) -> Window:
     return Window(start_ns, end_ns)
 
 
-def create_app(ingestor: Ingestor) -> FastAPI:
+def create_app(ingestor: Ingestor, incidents: IncidentService | None = None) -> FastAPI:
     app = FastAPI(title="rca", version="0.1.0", description="Causal root-cause inference over OpenTelemetry traces")
+    if incidents is not None:
+        app.include_router(incidents_router(incidents))
 
     @app.get("/healthz", response_class=PlainTextResponse)
     def healthz() -> str:

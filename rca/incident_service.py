@@ -122,7 +122,7 @@ class IncidentService:
 
         def rank(graph: ServiceGraph) -> StoredRanking:
             start, end = incident_window(incident, newest_ns=graph.newest_ns, lookback_ns=self.lookback_ns)
-            topology = topology_between(graph, start, end)
+            topology = topology_between(graph, *self._range(graph, incident.started_at_ns))
             nodes = tuple(dict.fromkeys(n for s in services for n in topology.nodes_for(s)))
             return StoredRanking(self.ranker.rank(graph, alert_nodes=nodes, start_ns=start, end_ns=end), nodes)
 
@@ -140,26 +140,27 @@ class IncidentService:
         newest = self.graphs.read(lambda g: g.newest_ns)
         return incident_window(incident, newest_ns=newest, lookback_ns=self.lookback_ns)
 
-    def _current(self, incident: Incident) -> StoredRanking | None:
-        """The incident's ranking, re-ranked first when spans have moved its window on by at
-        least one graph window (or it has none yet)."""
-        stored = self.store.rankings([incident.id]).get(incident.id)
+    def _due(self, incident: Incident, stored: StoredRanking | None) -> bool:
+        """Whether spans have moved the incident's window on by at least one graph window since
+        its ranking (or it has none yet), and no ranking of this very window failed."""
         window_ns = self.graphs.read(lambda g: g.window_ns)
         start, end = self._window(incident)
         if self._failed.get(incident.id) == (start, end):
-            return stored
-        if stored is None or stored.ranking.start_ns != start or abs(end - stored.ranking.end_ns) >= window_ns:
-            return self._rank(incident.id) or stored
-        return stored
+            return False
+        return stored is None or stored.ranking.start_ns != start or abs(end - stored.ranking.end_ns) >= window_ns
+
+    def _current(self, incident: Incident) -> StoredRanking | None:
+        """The incident's ranking, re-ranked first when due."""
+        stored = self.store.rankings([incident.id]).get(incident.id)
+        return (self._rank(incident.id) or stored) if self._due(incident, stored) else stored
 
     def refresh_open(self) -> int:
-        """Re-ranks the open incidents whose window has moved on; returns how many it ranked."""
-        count = 0
+        """Re-ranks the open incidents that are due; returns how many it ranked."""
         with self._lock:
-            for incident in self.store.incidents(IncidentStatus.OPEN, limit=1000):
-                before = self.store.rankings([incident.id]).get(incident.id)
-                count += self._current(incident) is not before
-        return count
+            open_incidents = self.store.incidents(IncidentStatus.OPEN, limit=1000)
+            stored = self.store.rankings([i.id for i in open_incidents])
+            due = [i for i in open_incidents if self._due(i, stored.get(i.id))]
+            return sum(self._rank(i.id) is not None for i in due)
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -1,0 +1,103 @@
+"""The incident store on a real SQLite file: round trips, uniqueness, resolution, reopening."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from rca.alerts import AlertStatus
+from rca.incidents import IncidentStatus, StoredRanking
+from rca.ranking import Cause, Evidence, Fault, Ranking
+from rca.store import IncidentStore, Placement
+from tests.spanfactory import T0
+from tests.test_incidents_service import S, alert
+
+RANKING = Ranking(
+    start_ns=T0 - 300 * S,
+    end_ns=T0 + 1,
+    model="m",
+    inference_ms=1.25,
+    causes=(
+        Cause(
+            1,
+            "gpu:h1/0",
+            "vllm-worker-0",
+            Fault.GPU_MEMORY_BANDWIDTH,
+            0.75,
+            (Evidence("dram", 0.97, 0.4, 6.5),),
+            ("gpu:h1/0", "vllm-worker-0", "gateway"),
+        ),
+        Cause(
+            2,
+            "gateway",
+            "gateway",
+            Fault.LATENCY,
+            0.25,
+            (Evidence("self_time", math.nan, 0.1, math.inf),),
+            ("gateway",),
+        ),
+    ),
+    onset_ns=T0 - 60 * S,
+)
+
+
+def test_parent_directory_is_created_and_sqlite_runs_in_wal(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "rca.db"
+    store = IncidentStore.open(f"sqlite:///{path}")
+    store.record([Placement(alert("checkout", 0), "inc-1")], [], T0)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("SELECT count(*) FROM alerts").fetchone() == (1,)
+
+
+def test_round_trip_survives_reopening(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/rca.db"
+    store = IncidentStore.open(url)
+    a, b = alert("checkout", 0), alert("gateway", 30, name="HighErrorRate")
+    assert store.record([Placement(a, "inc-1"), Placement(b, "inc-1")], [], T0) == ["inc-1"]
+    store.save_ranking("inc-1", StoredRanking(RANKING, ("checkout", "gateway")), T0)
+    store.close()
+
+    again = IncidentStore.open(url)
+    incident = again.incident("inc-1")
+    assert incident is not None
+    assert (incident.status, incident.started_at_ns, incident.alerts) == (IncidentStatus.OPEN, a.starts_at_ns, 2)
+    assert incident.services == ("checkout", "gateway")
+    assert again.alerts_of("inc-1") == [a, b]
+    stored = again.rankings(["inc-1"])["inc-1"]
+    assert stored.alert_nodes == ("checkout", "gateway")
+    assert stored.ranking.causes[0] == RANKING.causes[0] and stored.ranking.onset_ns == RANKING.onset_ns
+    assert math.isnan(stored.ranking.causes[1].evidence[0].observed)
+    assert again.placed([a.key, ("nope", 1)]) == {a.key: Placement(a, "inc-1")}
+    again.close()
+
+
+def test_the_same_alert_cannot_be_stored_twice(tmp_path: Path) -> None:
+    store = IncidentStore.open(f"sqlite:///{tmp_path}/rca.db")
+    store.record([Placement(alert("checkout", 0), "inc-1")], [], T0)
+    with pytest.raises(IntegrityError):
+        store.record([Placement(alert("checkout", 0), "inc-2")], [], T0)
+    assert store.incident("inc-2") is None  # the failed transaction left nothing behind
+    store.close()
+
+
+def test_resolution_and_listing(tmp_path: Path) -> None:
+    store = IncidentStore.open(f"sqlite:///{tmp_path}/rca.db")
+    a, b = alert("checkout", 0), alert("search", 600)
+    store.record([Placement(a, "inc-a"), Placement(b, "inc-b")], [], T0)
+    assert [i.id for i in store.incidents()] == ["inc-b", "inc-a"]  # newest first
+    assert [x.id for _, x in store.open_alerts(T0 - S, T0 + S)] == ["inc-a"]
+    touched = store.record([], [replace(a, status=AlertStatus.RESOLVED, ends_at_ns=T0 + 99 * S)], T0)
+    assert touched == ["inc-a"]
+    resolved = store.incident("inc-a")
+    assert resolved is not None and resolved.status is IncidentStatus.RESOLVED and resolved.ended_at_ns == T0 + 99 * S
+    assert [i.id for i in store.incidents(IncidentStatus.OPEN)] == ["inc-b"]
+    assert [i.id for i in store.incidents(IncidentStatus.RESOLVED, limit=1)] == ["inc-a"]
+    assert store.open_alerts(T0 - S, T0 + S) == []
+    store.close()
