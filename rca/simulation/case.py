@@ -1,0 +1,40 @@
+"""What a simulation produces: the spans, the webhooks they would fire, and the ground truth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rca.spans import SpanBatch
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    """The injected fault (written as `truth.json` with the same field names, times RFC3339)."""
+
+    scenario: str
+    seed: int
+    topology: str
+    fault: str  # one of the contract's FAULT names
+    node: str  # the graph node of the cause (a service, or a `gpu:{host}/{gpu.id}` resource node)
+    service: str  # the service owning that node
+    inject_ns: int
+    end_ns: int
+    alert_services: tuple[str, ...]  # services the webhook alerts name
+    services: int  # instrumented services in the topology
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedCase:
+    """Spans in event-time order (chunks of `BATCH_SECONDS`), Alertmanager v4 webhook bodies in
+    send order and the event time each is sent at (`webhook_times_ns`, same order)."""
+
+    truth: Truth
+    batches: tuple[SpanBatch, ...]
+    webhooks: tuple[dict[str, object], ...]
+    webhook_times_ns: tuple[int, ...]
+    start_ns: int
+    end_ns: int
+
+    @property
+    def spans(self) -> int:
+        return sum(len(b) for b in self.batches)
