@@ -76,15 +76,22 @@ class IncidentService:
     # -- writes -----------------------------------------------------------------------------
 
     def handle(self, alerts: Sequence[Alert]) -> list[IncidentSummary]:
-        """Stores a webhook's alerts (committed on return), re-ranks the incidents they touched,
-        and returns those incidents with their top causes."""
+        """Stores a webhook's alerts (committed on return), re-ranks the incidents they changed
+        (and those a re-sent group names, when due), and returns them with their top causes."""
+        unique = _merge_redeliveries(alerts)
         with self._lock:
-            touched = self._store(_merge_redeliveries(alerts))
-            for incident_id in touched:
+            changed = self._store(unique)
+            for incident_id in changed:
                 self._rank(incident_id)
-            return self._summaries([i for i in map(self.store.incident, touched) if i is not None])
+            named = self.store.placed(a.key for a in unique).values()
+            incidents = [self.store.incident(i) for i in dict.fromkeys([*changed, *(p.incident_id for p in named)])]
+            for incident in incidents:
+                if incident is not None and incident.id not in changed:
+                    self._current(incident)
+            return self._summaries([i for i in incidents if i is not None])
 
     def _store(self, alerts: list[Alert]) -> list[str]:
+        """Stores new alerts in their incidents and resolutions; returns the incidents changed."""
         stored = self.store.placed(a.key for a in alerts)
         new = [a for a in alerts if a.key not in stored]
         resolved = [
@@ -102,7 +109,7 @@ class IncidentService:
             ids = self.clusterer.assign(new, placed, topology)
             placements = [Placement(a, i) for a, i in zip(new, ids, strict=True)]
         if not placements and not resolved:
-            return list(dict.fromkeys(stored[a.key].incident_id for a in alerts))
+            return []
         return self.store.record(placements, resolved, self.clock())
 
     def _range(self, graph: ServiceGraph, first_ns: int) -> tuple[int, int]:
@@ -142,12 +149,13 @@ class IncidentService:
 
     def _due(self, incident: Incident, stored: StoredRanking | None) -> bool:
         """Whether spans have moved the incident's window on by at least one graph window since
-        its ranking (or it has none yet), and no ranking of this very window failed."""
+        its ranking (or it has none yet), and no ranking of this very window failed. A graph
+        behind the ranking (after a restart, say) never replaces it."""
         window_ns = self.graphs.read(lambda g: g.window_ns)
         start, end = self._window(incident)
         if self._failed.get(incident.id) == (start, end):
             return False
-        return stored is None or stored.ranking.start_ns != start or abs(end - stored.ranking.end_ns) >= window_ns
+        return stored is None or stored.ranking.start_ns != start or end - stored.ranking.end_ns >= window_ns
 
     def _current(self, incident: Incident) -> StoredRanking | None:
         """The incident's ranking, re-ranked first when due."""
@@ -180,7 +188,7 @@ class IncidentService:
             if incident is None:
                 return None
             stored = self._current(incident)
-            start, end = self._window(incident)
+            start, end = (stored.ranking.start_ns, stored.ranking.end_ns) if stored else self._window(incident)
             causes = stored.ranking.causes[:TOP_CAUSES] if stored else ()
             return IncidentDetail(
                 IncidentSummary(incident, causes), tuple(self.store.alerts_of(incident_id)), start, end

@@ -31,6 +31,7 @@ from sqlalchemy import (
     tuple_,
 )
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from rca.alerts import Alert, AlertStatus
 from rca.incidents import Incident, IncidentStatus, StoredRanking
@@ -74,6 +75,10 @@ rankings = Table(
 )
 
 
+class StoreError(RuntimeError):
+    """The database cannot be opened or its tables created."""
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     alert: Alert
@@ -90,14 +95,20 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def open_engine(url: str) -> Engine:
-    """An engine for `url`, creating an SQLite file's directory and every table."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
-    if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
-    metadata.create_all(engine)
+    """An engine for `url`, creating an SQLite file's directory and every table; a plain
+    postgresql:// URL uses the psycopg (3) driver. Raises StoreError."""
+    try:
+        parsed = make_url(url)
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
+        if engine.dialect.name == "sqlite":
+            event.listen(engine, "connect", _sqlite_pragmas)
+        metadata.create_all(engine)
+    except (SQLAlchemyError, ImportError, OSError) as exc:
+        raise StoreError(f"cannot open {url}: {exc}") from exc
     return engine
 
 
