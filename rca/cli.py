@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rca.config import FLAG_METAVARS, FLAG_NAMES, ConfigError, flag_help, load_settings
 
@@ -32,11 +33,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="OTLP protobuf (.pb), OTLP/JSON or Jaeger JSON, gzipped or not",
     )
     analyze.add_argument("--alerts", metavar="FILE", help="Alertmanager webhook body (used once ranking lands)")
+    simulate = sub.add_parser("simulate", help="write a fault-injection case: traces, webhooks, truth.json")
+    simulate.add_argument("scenario", nargs="?", metavar="SCENARIO", help="e.g. llm-gpu_memory_bandwidth (see --list)")
+    simulate.add_argument("--out", metavar="DIR", help="directory to write the case into")
+    simulate.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default 0)")
+    simulate.add_argument("--rate", type=float, default=None, help="mean requests per second (default: per topology)")
+    simulate.add_argument("--list", action="store_true", help="print the scenario names and exit")
     bench = sub.add_parser("bench", help="benchmarks")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
     ingest = bench_sub.add_parser("ingest", help="end-to-end OTLP/gRPC ingest rate beside bare parse and receiver")
     ingest.add_argument("--seconds", type=float, default=10.0, help="seconds per measurement (default 10)")
     return parser
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from rca.simulation import SCENARIOS
+
+    if args.list:
+        print("\n".join(SCENARIOS))
+        return 0
+    if not args.scenario or not args.out or args.seed < 0:
+        print("rca simulate: give SCENARIO and --out DIR (and --seed >= 0), or --list", file=sys.stderr)
+        return 2
+    from rca.compose import simulate_case
+
+    return simulate_case(args.scenario, Path(args.out), args.seed, args.rate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rca.compose import analyze
 
         return analyze(args.traces)
+    if args.command == "simulate":
+        return _simulate(args)
     if args.command == "bench" and args.bench_command == "ingest":
         from benchmarks.ingest import run_ingest_benchmark
 

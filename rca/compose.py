@@ -24,16 +24,13 @@ from ingest.case_files import write_case
 from ingest.files import decode_file
 from ingest.grpc_receiver import TraceServiceHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
-from models.ranker import BayesianRanker
 from rca.config import HostPort, Settings
 from rca.graph import ServiceGraph
 from rca.graphview import Window, graph_between
-from rca.incident_service import IncidentService
 from rca.ingestion import Ingestor
 from rca.receiving import SpanSink
 from rca.simulation import simulate
 from rca.spans import DecodeError
-from rca.store import IncidentStore, StoreError
 
 log = logging.getLogger("rca")
 
@@ -71,11 +68,7 @@ class Service:
         self.graph = ServiceGraph(window_seconds=settings.window_seconds, retention_seconds=settings.retention_seconds)
         self.ingestor = Ingestor(self.graph, queue_size=settings.ingest_queue)
         self.sink = SpanSink(self.ingestor)
-        self.store = IncidentStore.open(settings.db)
-        self.incidents = IncidentService(
-            store=self.store, ranker=BayesianRanker(), graphs=self.ingestor, lookback_seconds=settings.lookback_seconds
-        )
-        self.api = create_app(self.ingestor, self.incidents)
+        self.api = create_app(self.ingestor)
         self.otlp_http = otlp_http_app(
             self.sink, max_message_bytes=settings.max_message_bytes, api_token=settings.api_token
         )
@@ -103,9 +96,7 @@ class Service:
                 "http": str(HostPort(s.http.host, ports["http"])),
             }
         )
-        refresher = asyncio.create_task(self._refresh_incidents(stop))
         await stop.wait()
-        await refresher
         log.info("shutting down: receivers stop accepting, in-flight work finishes")
         grpc_done = grpc_server.stop(grace=5)
         for server in servers.values():
@@ -113,20 +104,7 @@ class Service:
         await asyncio.gather(*tasks)
         await asyncio.to_thread(grpc_done.wait)
         self.ingestor.close()
-        self.store.close()
         log.info("stopped")
-
-    async def _refresh_incidents(self, stop: asyncio.Event) -> None:
-        """Once a graph window, re-ranks the open incidents that newer spans have moved on."""
-        while not stop.is_set():
-            with suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.settings.window_seconds)
-            if stop.is_set():
-                return
-            try:
-                await asyncio.to_thread(self.incidents.refresh_open)
-            except Exception:  # a failed refresh must not stop the service; the next one retries
-                log.exception("refreshing open incidents failed")
 
 
 def serve(settings: Settings, out: TextIO = sys.stdout) -> int:
@@ -146,11 +124,7 @@ def serve(settings: Settings, out: TextIO = sys.stdout) -> int:
                 loop.add_signal_handler(sig, stop.set)
         await Service(settings).run(stop, announce)
 
-    try:
-        asyncio.run(main())
-    except StoreError as exc:
-        print(f"rca serve: --db: {exc}", file=sys.stderr)
-        return 2
+    asyncio.run(main())
     return 0
 
 

@@ -86,9 +86,8 @@ def decide_alerts(
         starts = inject_ns + int(rng.uniform(60, 120)) * _SECOND
         ends = end_ns + int(rng.uniform(30, 75)) * _SECOND
         if name == "HighLatency":
-            threshold = round(p95_before * LATENCY_RATIO, 3)
-            summary = f"{service} p95 latency > {threshold}s"
-            description = f"p95 latency {p95_during:.3f}s over 5m"
+            summary = f"{service} p95 latency above its SLO"
+            description = f"p95 latency {p95_during:.3f}s over 5m (was {p95_before:.3f}s)"
             expr = f'histogram_quantile(0.95, rate(http_server_duration_bucket{{service="{service}"}}[5m]))'
             severity = "critical" if p95_during > 2 * p95_before else "warning"
         else:
