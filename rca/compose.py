@@ -21,16 +21,21 @@ import uvicorn
 
 from api.app import create_app
 from ingest.case_files import write_case
+from ingest.case_files import write_case
 from ingest.files import decode_file
 from ingest.grpc_receiver import TraceServiceHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
+from models.ranker import BayesianRanker
 from rca.config import HostPort, Settings
 from rca.graph import ServiceGraph
 from rca.graphview import Window, graph_between
+from rca.incident_service import IncidentService
 from rca.ingestion import Ingestor
 from rca.receiving import SpanSink
 from rca.simulation import simulate
+from rca.simulation import simulate
 from rca.spans import DecodeError
+from rca.store import IncidentStore, StoreError
 
 log = logging.getLogger("rca")
 
@@ -68,7 +73,11 @@ class Service:
         self.graph = ServiceGraph(window_seconds=settings.window_seconds, retention_seconds=settings.retention_seconds)
         self.ingestor = Ingestor(self.graph, queue_size=settings.ingest_queue)
         self.sink = SpanSink(self.ingestor)
-        self.api = create_app(self.ingestor)
+        self.store = IncidentStore.open(settings.db)
+        self.incidents = IncidentService(
+            store=self.store, ranker=BayesianRanker(), graphs=self.ingestor, lookback_seconds=settings.lookback_seconds
+        )
+        self.api = create_app(self.ingestor, self.incidents)
         self.otlp_http = otlp_http_app(
             self.sink, max_message_bytes=settings.max_message_bytes, api_token=settings.api_token
         )
@@ -96,7 +105,9 @@ class Service:
                 "http": str(HostPort(s.http.host, ports["http"])),
             }
         )
+        refresher = asyncio.create_task(self._refresh_incidents(stop))
         await stop.wait()
+        await refresher
         log.info("shutting down: receivers stop accepting, in-flight work finishes")
         grpc_done = grpc_server.stop(grace=5)
         for server in servers.values():
@@ -104,7 +115,20 @@ class Service:
         await asyncio.gather(*tasks)
         await asyncio.to_thread(grpc_done.wait)
         self.ingestor.close()
+        self.store.close()
         log.info("stopped")
+
+    async def _refresh_incidents(self, stop: asyncio.Event) -> None:
+        """Once a graph window, re-ranks the open incidents that newer spans have moved on."""
+        while not stop.is_set():
+            with suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.settings.window_seconds)
+            if stop.is_set():
+                return
+            try:
+                await asyncio.to_thread(self.incidents.refresh_open)
+            except Exception:  # a failed refresh must not stop the service; the next one retries
+                log.exception("refreshing open incidents failed")
 
 
 def serve(settings: Settings, out: TextIO = sys.stdout) -> int:
@@ -124,7 +148,11 @@ def serve(settings: Settings, out: TextIO = sys.stdout) -> int:
                 loop.add_signal_handler(sig, stop.set)
         await Service(settings).run(stop, announce)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except StoreError as exc:
+        print(f"rca serve: --db: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -152,6 +180,20 @@ def analyze(paths: list[str], out: TextIO = sys.stdout) -> int:
         "edges": [{"source": a, "target": b, "calls": d["calls"]} for a, b, d in view.edges(data=True)],
     }
     out.write(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def simulate_case(scenario: str, out_dir: Path, seed: int, rate: float | None, out: TextIO = sys.stdout) -> int:
+    """`rca simulate`: writes one fault-injection case (traces, webhooks, truth) and prints a JSON summary."""
+    try:
+        case = simulate(scenario, seed=seed, rate=rate)
+    except ValueError as exc:
+        print(f"rca simulate: {exc}", file=sys.stderr)
+        return 2
+    write_case(case, out_dir)
+    truth = case.truth
+    summary = {"scenario": scenario, "seed": seed, "spans": case.spans, "webhooks": len(case.webhooks)}
+    out.write(json.dumps({**summary, "fault": truth.fault, "node": truth.node, "out": str(out_dir)}) + "\n")
     return 0
 
 
