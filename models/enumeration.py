@@ -17,20 +17,21 @@ import pyro.distributions as dist
 import torch
 from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO
 from pyro.infer.autoguide import AutoNormal
-from pyro.optim import Adam
+from pyro.optim import Adam  # type: ignore[attr-defined]
 
 from models.health import HealthParams, log_healthy, log_mixture_ratio
 from models.posterior import log_prior
+from models.structure import Relation
 
 
 def single_root_model(
     score: torch.Tensor,
     mask: torch.Tensor,
     candidates: torch.Tensor,
-    ancestors: torch.Tensor,
+    relation: torch.Tensor,
     params: HealthParams,
 ) -> None:
-    """score, mask: (N, F); candidates: (R,) node rows; ancestors: (R, N) bool."""
+    """score, mask: (N, F); candidates: (R,) node rows; relation: (R, N) `Relation` codes."""
     n_nodes, n_faults = score.shape
     prior = log_prior(mask[candidates]).reshape(-1)
     cause = pyro.sample("cause", dist.Categorical(logits=prior), infer={"enumerate": "parallel"})
@@ -38,10 +39,8 @@ def single_root_model(
     root, fault = candidates[k // n_faults], k % n_faults  # (K, 1, 1)
     node = torch.arange(n_nodes).reshape(1, -1, 1)
     activation = params.tensor("activation")[fault.reshape(-1)].unsqueeze(1)  # (K, 1, F)
-    is_ancestor = ancestors[(k // n_faults).reshape(-1)].unsqueeze(-1)  # (K, N, 1)
-    weight = torch.where(
-        node == root, activation, torch.where(is_ancestor, params.tensor("propagation"), torch.zeros(()))
-    )
+    related = params.tensor("relation_weight")[relation[(k // n_faults).reshape(-1)]]  # (K, N, F)
+    weight = torch.where(node == root, activation, related)
     with pyro.plate("nodes", n_nodes, dim=-2), pyro.plate("signals", n_faults, dim=-1):
         density = log_healthy(score, params) + log_mixture_ratio(score, weight, params) / params.temperature
         pyro.factor("evidence", torch.where(mask, density, torch.zeros(())))
@@ -51,20 +50,18 @@ def single_root_guide(
     score: torch.Tensor,
     mask: torch.Tensor,
     candidates: torch.Tensor,
-    ancestors: torch.Tensor,
+    relation: torch.Tensor,
     params: HealthParams,
 ) -> None:
     """The cause is enumerated exactly: nothing to guide."""
 
 
 def enumerated_posterior(
-    score: torch.Tensor, mask: torch.Tensor, candidates: torch.Tensor, ancestors: torch.Tensor, params: HealthParams
+    score: torch.Tensor, mask: torch.Tensor, candidates: torch.Tensor, relation: torch.Tensor, params: HealthParams
 ) -> torch.Tensor:
     """Exact posterior over (candidate, class), shape (R, C), by Pyro's enumeration."""
     elbo = TraceEnum_ELBO(max_plate_nesting=2)
-    marginals = elbo.compute_marginals(
-        single_root_model, single_root_guide, score, mask, candidates, ancestors, params
-    )
+    marginals = elbo.compute_marginals(single_root_model, single_root_guide, score, mask, candidates, relation, params)
     probs: torch.Tensor = marginals["cause"].probs
     return probs.reshape(candidates.shape[0], score.shape[1])
 
@@ -77,7 +74,8 @@ def multi_root_model(
     with pyro.plate("nodes", n_nodes):
         intensity = pyro.sample("intensity", dist.Beta(torch.tensor(sparsity), torch.tensor(1.0)))
     own = 1.0 - params.tensor("activation").diagonal() * intensity[:, None]  # (N, F)
-    spared = torch.exp(below.to(score.dtype) @ torch.log1p(-params.tensor("propagation") * intensity[:, None]))
+    propagation = params.tensor("relation_weight")[Relation.ANCESTOR]
+    spared = torch.exp(below.to(score.dtype) @ torch.log1p(-propagation * intensity[:, None]))
     weight = 1.0 - own * spared
     pyro.factor("evidence", (log_mixture_ratio(score, weight, params) * mask).sum() / params.temperature)
 

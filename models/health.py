@@ -4,8 +4,9 @@ Each node has one anomaly score per fault class (`rca.evidence`). A healthy node
 half-normal with a heavy exponential tail (noisy services exist); a faulty signal's score is
 log-normal. A node in a given state draws each score from the mixture
 `w * faulty + (1 - w) * healthy`, where `w` is the activation of that signal under the root's
-fault class for the root itself, the signal's propagation probability for the root's callers on
-the way to the alert, and 0 elsewhere.
+fault class for the root itself, the weight of the node's relation to the root for the others
+(its callers on the way to the alert, the callees seen only through its client spans, its
+tensor-parallel peers), and 0 for unrelated nodes.
 """
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ def _default_activation() -> list[list[float]]:
     return a
 
 
-def _default_propagation() -> list[float]:
-    """How often a caller on the path to the alert shows signal f because of its callee's fault."""
-    p = [0.01] * N_FAULTS
-    p[F[Fault.LATENCY]] = 0.1
-    p[F[Fault.ERRORS]] = 0.5
-    p[F[Fault.CALL_STRUCTURE]] = 0.3
-    return p
+def _default_relations() -> list[list[float]]:
+    """How often a node related to the root (`models.structure.Relation`: none, ancestor,
+    measured callee, tensor-parallel peer) shows signal f because of the root's fault."""
+    none, ancestor, measured, peer = ([0.0] * N_FAULTS, [0.01] * N_FAULTS, [0.01] * N_FAULTS, [0.01] * N_FAULTS)
+    ancestor[F[Fault.LATENCY]], ancestor[F[Fault.ERRORS]], ancestor[F[Fault.CALL_STRUCTURE]] = 0.1, 0.5, 0.3
+    measured[F[Fault.LATENCY]], measured[F[Fault.ERRORS]] = 0.3, 0.9
+    peer[F[Fault.NCCL_COMMUNICATION]], peer[F[Fault.LATENCY]] = 0.8, 0.3
+    return [none, ancestor, measured, peer]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,9 @@ class HealthParams:
     activation: tuple[tuple[float, ...], ...] = field(
         default_factory=lambda: tuple(tuple(row) for row in _default_activation())
     )
-    propagation: tuple[float, ...] = field(default_factory=lambda: tuple(_default_propagation()))
+    relation_weight: tuple[tuple[float, ...], ...] = field(
+        default_factory=lambda: tuple(tuple(row) for row in _default_relations())
+    )
     temperature: float = 1.0
 
     def tensor(self, name: str) -> torch.Tensor:

@@ -1,9 +1,10 @@
 """The exact posterior over (root cause, fault class), vectorised.
 
-Enumerating one root r with class c: r's own scores follow the class's activations, its
-ancestors' scores follow the propagation probabilities, every other node is healthy. Relative to
-"all healthy", the log joint is the root's mixture ratios plus its ancestors' ones, so the whole
-table is one batched density evaluation and a matrix-vector product: O(candidates x nodes).
+Enumerating one root r with class c: r's own scores follow the class's activations, the nodes
+related to r follow their relation's weights, every other node is healthy. Relative to "all
+healthy", the log joint is the root's mixture ratios plus its related nodes' ones, so the whole
+table is one batched density evaluation and a matrix-vector product per relation:
+O(candidates x nodes).
 `models.enumeration` states the same model in Pyro and the tests check the two agree.
 """
 
@@ -37,8 +38,11 @@ def log_posterior(score: npt.NDArray[np.float64], structure: CausalStructure, pa
     root_s, root_mask = s[cand], mask[cand]
     activation = params.tensor("activation")  # (C, F)
     root = (log_mixture_ratio(root_s[:, None, :], activation[None, :, :], params) * root_mask[:, None, :]).sum(-1)
-    propagated = (log_mixture_ratio(s, params.tensor("propagation"), params) * mask).sum(-1)  # (N,)
-    ancestors = torch.from_numpy(structure.ancestors).to(torch.float64)
-    likelihood = root + (ancestors @ propagated)[:, None]
+    weights = params.tensor("relation_weight")  # (relations, F)
+    relation = torch.from_numpy(structure.relation).to(torch.int64)
+    likelihood = root.clone()
+    for k in range(1, weights.shape[0]):
+        affected = (log_mixture_ratio(s, weights[k], params) * mask).sum(-1)  # (N,)
+        likelihood += ((relation == k).to(torch.float64) @ affected)[:, None]
     logits = likelihood / params.temperature + log_prior(root_mask)
     return logits - torch.logsumexp(logits.reshape(-1), 0)

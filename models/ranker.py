@@ -16,7 +16,7 @@ import torch
 
 from models.health import HealthParams
 from models.posterior import log_posterior
-from models.structure import causal_structure
+from models.structure import evidence_structure
 from rca.evidence import FAULTS, NodeEvidence, extract_evidence
 from rca.graph import ServiceGraph
 from rca.ranking import Cause, Evidence, Ranking
@@ -58,8 +58,7 @@ class BayesianRanker:
         """Every candidate, most probable first, from already extracted evidence."""
         if not evidence.nodes:
             return ()
-        rows = {name: i for i, name in enumerate(evidence.nodes)}
-        structure = causal_structure(len(evidence.nodes), evidence.edges, [rows[n] for n in alert_nodes if n in rows])
+        structure = evidence_structure(evidence, alert_nodes)
         posterior = torch.exp(log_posterior(evidence.score, structure, self._active_params())).numpy()
         node_p = posterior.sum(axis=1)
         node_p = node_p / node_p.sum()

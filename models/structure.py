@@ -1,20 +1,37 @@
-"""The causal structure of an incident: candidates, who calls whom on the way to the alert, paths.
+"""The causal structure of an incident: candidates, how each could affect the others, paths.
 
 Faults propagate callee → caller. The candidates are the alerting nodes and every node they
-depend on (reachable along caller → callee edges); a candidate's ancestors are the candidates
-that reach it, i.e. its callers on the way to an alerting node.
+depend on (reachable along caller → callee edges). Besides the root itself, a root's fault shows
+on three kinds of other nodes (`Relation`): its ancestors (the candidates that reach it: callers
+on the way to an alerting node); the uninstrumented callees whose only evidence is the root's own
+client spans; and its tensor-parallel peers (nodes with NCCL collectives under a common caller),
+which wait for it in every collective.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
+from rca.evidence import F, NodeEvidence
+from rca.ranking import Fault
+
 Index = npt.NDArray[np.int64]
+
+
+class Relation(IntEnum):
+    """How node i stands to a root r (first that applies)."""
+
+    NONE = 0
+    ANCESTOR = 1
+    MEASURED = 2  # an uninstrumented callee of r, seen only through r's client spans
+    PEER = 3  # a tensor-parallel peer of r (or of the worker owning r)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +39,7 @@ class CausalStructure:
     """Candidates (node rows), their ancestor matrix and each one's path to an alerting node."""
 
     candidates: Index  # rows into the evidence's nodes
-    ancestors: npt.NDArray[np.bool_]  # [r, i]: node i calls candidate r (transitively); i is a node row
+    relation: npt.NDArray[np.int8]  # [r, i]: `Relation` of node row i to candidate r
     predecessor: Index  # BFS tree from the alerting nodes: parent of each node row, -1 at roots
 
     def path(self, node: int) -> list[int]:
@@ -33,8 +50,18 @@ class CausalStructure:
         return out
 
 
-def causal_structure(n_nodes: int, edges: Index, alerting: list[int]) -> CausalStructure:
-    """Candidates reachable from `alerting` (all nodes when none is given) over caller → callee `edges`."""
+def causal_structure(
+    n_nodes: int,
+    edges: Index,
+    alerting: list[int],
+    *,
+    virtual: npt.NDArray[np.bool_] | None = None,
+    collective: npt.NDArray[np.bool_] | None = None,
+    owner: Index | None = None,
+) -> CausalStructure:
+    """Candidates reachable from `alerting` (all nodes when none is given) over caller → callee
+    `edges`; `virtual` marks uninstrumented nodes, `collective` nodes with NCCL signals, `owner`
+    the row of the service owning each node."""
     alerting = sorted(set(alerting)) or list(range(n_nodes))
     source = n_nodes  # a super-source calling every alerting node
     rows = np.concatenate([edges[:, 0], np.full(len(alerting), source)])
@@ -44,9 +71,35 @@ def causal_structure(n_nodes: int, edges: Index, alerting: list[int]) -> CausalS
     candidates = np.sort(order[order != source]).astype(np.int64)
     predecessor = predecessor[:n_nodes].astype(np.int64)
     predecessor[(predecessor == source) | (predecessor < 0)] = -1
+    direct = adjacency[:n_nodes, :n_nodes].toarray() > 0
     inner = adjacency[:n_nodes, :n_nodes][candidates][:, candidates]
     reach = np.isfinite(shortest_path(inner, directed=True, unweighted=True))
     np.fill_diagonal(reach, False)
-    ancestors = np.zeros((candidates.shape[0], n_nodes), np.bool_)
-    ancestors[:, candidates] = reach.T  # reach[i, r]: i reaches r, so i is r's ancestor
-    return CausalStructure(candidates, ancestors, predecessor)
+    relation = np.zeros((candidates.shape[0], n_nodes), np.int8)
+    if collective is not None and owner is not None and collective.any():
+        worker = owner[candidates]
+        shared_caller = (direct[:, collective].T.astype(np.int64) @ direct.astype(np.int64)) > 0  # (collective, N)
+        peers = np.zeros((n_nodes, n_nodes), np.bool_)
+        peers[np.flatnonzero(collective)] = shared_caller & collective[None, :]
+        relation[peers[worker]] = Relation.PEER
+        relation[np.arange(candidates.shape[0]), worker] = Relation.NONE
+    if virtual is not None:
+        relation[direct[candidates] & virtual[None, :]] = Relation.MEASURED
+    block = relation[:, candidates]
+    block[reach.T] = Relation.ANCESTOR  # reach[i, r]: i reaches r, so i is r's ancestor
+    relation[:, candidates] = block
+    relation[np.arange(candidates.shape[0]), candidates] = Relation.NONE
+    return CausalStructure(candidates, relation, predecessor)
+
+
+def evidence_structure(evidence: NodeEvidence, alert_nodes: Sequence[str]) -> CausalStructure:
+    """The structure of the evidence's nodes around the alerting ones (unknown names are ignored)."""
+    rows = {name: i for i, name in enumerate(evidence.nodes)}
+    return causal_structure(
+        len(evidence.nodes),
+        evidence.edges,
+        [rows[n] for n in alert_nodes if n in rows],
+        virtual=evidence.virtual,
+        collective=~np.isnan(evidence.score[:, F[Fault.NCCL_COMMUNICATION]]),
+        owner=evidence.owner,
+    )

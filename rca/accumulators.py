@@ -86,7 +86,7 @@ class OpSum(IntEnum):
 class EdgeSum(IntEnum):
     """Columns of the per caller-operation → callee-operation table."""
 
-    CALLS = 0  # resolved child spans in another node
+    CALLS = 0  # resolved child spans (in the same node too: the operation's call structure)
     ERRORS = 1
     DURATION = 2
     PEER_CALLS = 3  # client spans naming this callee by peer attributes

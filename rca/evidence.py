@@ -38,6 +38,8 @@ class NodeEvidence:
 
     nodes: tuple[str, ...]
     services: tuple[str, ...]
+    owner: Index  # row of the service owning each node (itself for services)
+    virtual: npt.NDArray[np.bool_]  # uninstrumented callees, known only from their callers' spans
     score: Array
     observed: Array
     baseline: Array
@@ -145,7 +147,10 @@ class _Extractor:
         mean = np.nansum(calls, axis=1) / np.maximum(np.nansum(caller_calls, axis=1), 1.0)
         floor = np.maximum(mean, 0.02)[:, None]  # Poisson: variance of a count per call ~ its mean
         callee = self.node_of[edges.keys & 0xFFFFFFFF]
-        label = [f"calls_per_request:{self.names.nodes[int(n)]}" for n in callee.tolist()]
+        label = [
+            f"calls_per_request:{self.names.nodes[int(n)]}:{self.names.ops[int(o)]}"
+            for n, o in zip(callee.tolist(), self.op_of[edges.keys & 0xFFFFFFFF].tolist(), strict=True)
+        ]
         rows = self._rows([(self.node_of[caller_op], per_call, caller_calls, label)], 0, floor, None)
         rows.score = np.abs(rows.score)
         return rows
@@ -288,9 +293,14 @@ def extract_evidence(graph: ServiceGraph, *, start_ns: int, end_ns: int, history
         for i, b in zip(node_rows.tolist(), best.tolist(), strict=True):
             labels[i][j] = r.label[b]
     names = graph.names
+    owners = np.asarray([names.owners[int(i)] for i in present.tolist()], np.int64)
+    owner_row = np.searchsorted(present, owners)
+    owner_row = np.where(present[np.minimum(owner_row, n - 1)] == owners, owner_row, np.arange(n))
     return NodeEvidence(
         nodes=tuple(names.nodes[int(i)] for i in present.tolist()),
-        services=tuple(names.nodes[names.owners[int(i)]] for i in present.tolist()),
+        services=tuple(names.nodes[int(i)] for i in owners.tolist()),
+        owner=owner_row,
+        virtual=np.asarray([names.kinds[int(i)] is NodeKind.VIRTUAL for i in present.tolist()], np.bool_),
         score=score,
         observed=observed,
         baseline=baseline,

@@ -317,9 +317,11 @@ class ServiceGraph:
         sums[:, OpSum.CHILD_DURATION] = duration
         for aggregate, sel in self._by_window(window):
             aggregate.ops.add(parent_nodeop[sel], sums[sel], None)
+        # Every child counts on its parent operation's edge, local ones too: together they are the
+        # operation's call structure. Only remote ones make graph edges (`graphview`).
+        self._count_edges(window, parent_nodeop, child, duration, error)
         node_of = self.names.nodeop_node
         remote = node_of[parent_nodeop] != node_of[child]
-        self._count_edges(window[remote], parent_nodeop[remote], child[remote], duration[remote], error[remote])
         paired = remote & (parent_peer >= 0)
         if paired.any():
             sums = np.zeros((int(paired.sum()), len(EdgeSum)))

@@ -87,6 +87,8 @@ def _add_edges(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) -> N
         if edge_calls[i] <= 0:
             continue
         pair = (int(node_of[key >> 32]), int(node_of[key & 0xFFFFFFFF]))
+        if pair[0] == pair[1]:  # a call inside one node: call structure, not a graph edge
+            continue
         t = totals[pair]
         t[0] += edge_calls[i]
         t[1] += edge_errors[i]
