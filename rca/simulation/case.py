@@ -26,7 +26,8 @@ class Truth:
 @dataclass(frozen=True, slots=True)
 class SimulatedCase:
     """Spans in event-time order (chunks of `BATCH_SECONDS`), Alertmanager v4 webhook bodies in
-    send order and the event time each is sent at (`webhook_times_ns`, same order)."""
+    send order and the event time each is sent at (`webhook_times_ns`, same order). Every span
+    lies in [start_ns, end_ns)."""
 
     truth: Truth
     batches: tuple[SpanBatch, ...]

@@ -97,5 +97,5 @@ def simulate(scenario: str, *, seed: int, start_ns: int | None = None, rate: flo
         webhooks=tuple(n.body for n in sent),
         webhook_times_ns=tuple(n.sent_ns for n in sent),
         start_ns=start,
-        end_ns=stop,
+        end_ns=max(stop, int(batch.end_ns.max()) + 1),
     )
