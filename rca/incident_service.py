@@ -87,7 +87,7 @@ class IncidentService:
             incidents = [self.store.incident(i) for i in dict.fromkeys([*changed, *(p.incident_id for p in named)])]
             for incident in incidents:
                 if incident is not None and incident.id not in changed:
-                    self._current(incident)
+                    self._current(incident, top=0)
             return self._summaries([i for i in incidents if i is not None])
 
     def _store(self, alerts: list[Alert]) -> list[str]:
@@ -157,23 +157,23 @@ class IncidentService:
             return False
         return stored is None or stored.ranking.start_ns != start or end - stored.ranking.end_ns >= window_ns
 
-    def _current(self, incident: Incident) -> StoredRanking | None:
-        """The incident's ranking, re-ranked first when due."""
-        stored = self.store.rankings([incident.id]).get(incident.id)
+    def _current(self, incident: Incident, top: int | None = None) -> StoredRanking | None:
+        """The incident's ranking (its first `top` causes, when given), re-ranked first when due."""
+        stored = self.store.rankings([incident.id], top).get(incident.id)
         return (self._rank(incident.id) or stored) if self._due(incident, stored) else stored
 
     def refresh_open(self) -> int:
         """Re-ranks the open incidents that are due; returns how many it ranked."""
         with self._lock:
             open_incidents = self.store.incidents(IncidentStatus.OPEN, limit=1000)
-            stored = self.store.rankings([i.id for i in open_incidents])
+            stored = self.store.rankings([i.id for i in open_incidents], top=0)
             due = [i for i in open_incidents if self._due(i, stored.get(i.id))]
             return sum(self._rank(i.id) is not None for i in due)
 
     # -- reads ------------------------------------------------------------------------------
 
     def _summaries(self, incidents: Sequence[Incident]) -> list[IncidentSummary]:
-        stored = self.store.rankings([i.id for i in incidents])
+        stored = self.store.rankings([i.id for i in incidents], top=TOP_CAUSES)
         return [
             IncidentSummary(i, stored[i.id].ranking.causes[:TOP_CAUSES] if i.id in stored else ()) for i in incidents
         ]
@@ -187,7 +187,7 @@ class IncidentService:
             incident = self.store.incident(incident_id)
             if incident is None:
                 return None
-            stored = self._current(incident)
+            stored = self._current(incident, top=TOP_CAUSES)
             start, end = (stored.ranking.start_ns, stored.ranking.end_ns) if stored else self._window(incident)
             causes = stored.ranking.causes[:TOP_CAUSES] if stored else ()
             return IncidentDetail(

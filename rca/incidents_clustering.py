@@ -52,13 +52,16 @@ class AlertClusterer:
         """Alerts further apart in time than this never link."""
         return int(self.threshold * self.time_scale_s * 1e9)
 
-    def distances(self, alerts: Sequence[Alert], topology: Topology) -> npt.NDArray[np.float64]:
-        """The pairwise distance matrix of `alerts`."""
+    def distances(
+        self, alerts: Sequence[Alert], topology: Topology, *, fresh: int | None = None
+    ) -> npt.NDArray[np.float64]:
+        """The pairwise distance matrix of `alerts`; with `fresh`, only pairs involving one of the
+        first `fresh` alerts get graph and label terms (the caller decides the others)."""
         starts = np.array([a.starts_at_ns for a in alerts], np.float64)
         d = np.abs(starts[:, None] - starts[None, :]) / (self.time_scale_s * 1e9)
         nodes = [topology.nodes_for(a.service) for a in alerts]
         pairs = [frozenset((k, v) for k, v in a.labels.items() if k not in _SERVICE_KEYS) for a in alerts]
-        for i in range(len(alerts)):
+        for i in range(len(alerts) if fresh is None else fresh):
             for j in range(i + 1, len(alerts)):
                 g = self._graph_term(topology, nodes[i], nodes[j])
                 union = len(pairs[i] | pairs[j])
@@ -71,7 +74,7 @@ class AlertClusterer:
     def _graph_term(self, topology: Topology, a: Sequence[str], b: Sequence[str]) -> float:
         if set(a) & set(b):
             return 0.0
-        if not any(n in topology.calls for n in a) or not any(n in topology.calls for n in b):
+        if not any(n in topology.links for n in a) or not any(n in topology.links for n in b):
             return self.unknown
         hops = topology.hops(a, b)
         return self.unconnected if hops == UNCONNECTED else hops / self.hop_scale
@@ -81,9 +84,9 @@ class AlertClusterer:
         if not new:
             return []
         alerts = [*new, *(a for a, _ in placed)]
-        d = self.distances(alerts, topology)
-        owners = [i.id for _, i in placed]
         n = len(new)
+        d = self.distances(alerts, topology, fresh=n)
+        owners = [i.id for _, i in placed]
         if placed:
             same = np.equal.outer(np.array(owners, object), np.array(owners, object))
             d[n:, n:] = np.where(same, 0.0, _APART)

@@ -18,17 +18,14 @@ UNCONNECTED = -1
 
 @dataclass(frozen=True)
 class Topology:
-    """Caller → callee pairs seen in a range, plus every node the graph has ever named."""
+    """Who called whom in a range (undirected links between the nodes active in it), plus every
+    node the graph has ever named."""
 
     known: frozenset[str]
     traced: tuple[str, ...]  # nodes that report spans of their own (services)
-    calls: nx.DiGraph = field(repr=False)  # nodes active in the range, edges caller → callee
+    links: nx.Graph = field(repr=False)  # the nodes active in the range, linked where one called the other
+    roots: tuple[str, ...]  # traced services active in the range with no caller there (where traces begin)
     _reach: dict[tuple[str, ...], dict[str, int]] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def roots(self) -> tuple[str, ...]:
-        """Traced services with no caller in the range (where traces begin)."""
-        return tuple(sorted(n for n in self.traced if n in self.calls and self.calls.in_degree(n) == 0))
 
     def nodes_for(self, service: str | None) -> tuple[str, ...]:
         return nodes_for(service, known=self.known, traced=self.traced, roots=self.roots)
@@ -37,11 +34,13 @@ class Topology:
         """Fewest undirected hops between any source and any target; UNCONNECTED when no path."""
         if set(sources) & set(targets):
             return 0
-        key = tuple(sorted(s for s in sources if s in self.calls))
+        key = tuple(sorted(s for s in sources if s in self.links))
         reach = self._reach.get(key)
         if reach is None:
-            undirected = self.calls.to_undirected(as_view=True)
-            reach = self._reach[key] = dict(nx.multi_source_dijkstra_path_length(undirected, key)) if key else {}
+            reach = self._reach[key] = {}
+            for source in key:  # breadth-first from each source, keeping the nearest
+                for node, hops in nx.single_source_shortest_path_length(self.links, source).items():
+                    reach[node] = min(hops, reach.get(node, hops))
         found = [int(reach[t]) for t in targets if t in reach]
         return min(found) if found else UNCONNECTED
 
@@ -52,18 +51,20 @@ def topology_between(graph: ServiceGraph, start_ns: int, end_ns: int) -> Topolog
     names = graph.names
     first, last = start_ns // graph.window_ns, (end_ns - 1) // graph.window_ns
     windows = [aggregate for w, aggregate in graph.windows.items() if first <= w <= last]
-    edge_keys = [
-        k[(s[:, EdgeSum.CALLS] > 0) | (s[:, EdgeSum.PEER_CALLS] > 0)] for k, s, _ in (w.edges.view() for w in windows)
-    ]
-    calls = nx.DiGraph()
+    links = nx.Graph()
+    pairs: set[tuple[int, int]] = set()
     if windows:
         active = np.unique(np.concatenate([w.ops.view()[0] for w in windows]))
-        calls.add_nodes_from(names.nodes[n] for n in np.unique(names.nodeop_node[active]).tolist())
-    if edge_keys:
+        links.add_nodes_from(names.nodes[n] for n in np.unique(names.nodeop_node[active]).tolist())
+        edge_keys = []
+        for keys, sums, _ in (w.edges.view() for w in windows):
+            edge_keys.append(keys[(sums[:, EdgeSum.CALLS] > 0) | (sums[:, EdgeSum.PEER_CALLS] > 0)])
         unique = np.unique(np.concatenate(edge_keys))
-        callers = names.nodeop_node[unique >> 32]
-        callees = names.nodeop_node[unique & 0xFFFFFFFF]
-        pairs = {(int(a), int(b)) for a, b in zip(callers.tolist(), callees.tolist(), strict=True) if a != b}
-        calls.add_edges_from((names.nodes[a], names.nodes[b]) for a, b in pairs)
+        callers = names.nodeop_node[unique >> 32].tolist()
+        callees = names.nodeop_node[unique & 0xFFFFFFFF].tolist()
+        pairs = {(a, b) for a, b in zip(callers, callees, strict=True) if a != b}
+        links.add_edges_from((names.nodes[a], names.nodes[b]) for a, b in pairs)
     traced = tuple(n for n, kind in zip(names.nodes, names.kinds, strict=True) if kind is NodeKind.SERVICE)
-    return Topology(frozenset(names.nodes), traced, calls)
+    called = {names.nodes[b] for _, b in pairs}
+    roots = tuple(sorted(n for n in traced if n in links and n not in called))
+    return Topology(frozenset(names.nodes), traced, links, roots)

@@ -290,10 +290,11 @@ class IncidentStore:
             if done.rowcount == 0:
                 conn.execute(rankings.insert().values(incident_id=incident_id, **values))
 
-    def rankings(self, incident_ids: Sequence[str]) -> dict[str, StoredRanking]:
+    def rankings(self, incident_ids: Sequence[str], top: int | None = None) -> dict[str, StoredRanking]:
+        """The latest rankings of these incidents, with only their first `top` causes when given."""
         query = select(rankings).where(rankings.c.incident_id.in_(list(incident_ids)))
         with self.engine.connect() as conn:
             return {
-                r.incident_id: StoredRanking(ranking_from_json(json.loads(r.ranking)), tuple(r.alert_nodes))
+                r.incident_id: StoredRanking(ranking_from_json(json.loads(r.ranking), top), tuple(r.alert_nodes))
                 for r in conn.execute(query)
             }

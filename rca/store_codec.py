@@ -29,7 +29,8 @@ def ranking_to_json(ranking: Ranking) -> dict[str, Any]:
     }
 
 
-def ranking_from_json(data: dict[str, Any]) -> Ranking:
+def ranking_from_json(data: dict[str, Any], top: int | None = None) -> Ranking:
+    """The ranking, with only its first `top` causes when given (summaries need no more)."""
     return Ranking(
         start_ns=int(data["start_ns"]),
         end_ns=int(data["end_ns"]),
@@ -46,6 +47,6 @@ def ranking_from_json(data: dict[str, Any]) -> Ranking:
                 evidence=tuple(Evidence(str(s), float(o), float(b), float(x)) for s, o, b, x in c["evidence"]),
                 path=tuple(str(p) for p in c["path"]),
             )
-            for c in data["causes"]
+            for c in data["causes"][:top]
         ),
     )

@@ -30,7 +30,7 @@ class FixedRanker:
 
     def rank(self, graph: ServiceGraph, *, alert_nodes: Sequence[str], start_ns: int, end_ns: int) -> Ranking:
         self.calls.append((tuple(alert_nodes), start_ns, end_ns))
-        active = sorted(topology_between(graph, start_ns, end_ns).calls.nodes)
+        active = sorted(topology_between(graph, start_ns, end_ns).links.nodes)
         nodes = list(dict.fromkeys([*alert_nodes, *active]))
         weights = [0.5**i for i in range(len(nodes))]
         total = sum(weights)
