@@ -1,0 +1,135 @@
+"""`rca simulate`: the files it writes read back through `rca analyze`'s decoders unchanged, and
+the webhooks have Alertmanager's v4 shape (contract sections 1 and 5)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ingest.files import decode_file
+from rca.alerts import parse_rfc3339_ns
+from rca.cli import main
+from rca.simulation import simulate
+from rca.spans import SpanBatch
+from tests.conftest import DATASETS
+
+SCENARIO, SEED, RATE = "llm-kv_cache_fragmentation", 3, 0.4
+SAMPLE = {
+    "receiver": "rca-webhook",
+    "status": "firing",
+    "alerts": [
+        {
+            "status": "firing",
+            "labels": {"alertname": "HighErrorRate", "service": "checkout", "severity": "critical"},
+            "annotations": {"description": "error ratio 0.12 over 5m", "summary": "checkout 5xx > 5%"},
+            "startsAt": "2026-12-02T07:45:04Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": "http://prometheus.local/graph?g0.expr=rate",
+            "fingerprint": "7d2d332feada5c59",
+        }
+    ],
+    "groupLabels": {"alertname": "HighErrorRate", "service": "checkout"},
+    "commonLabels": {"alertname": "HighErrorRate", "service": "checkout", "severity": "critical"},
+    "commonAnnotations": {"description": "error ratio 0.12 over 5m", "summary": "checkout 5xx > 5%"},
+    "externalURL": "http://vm:19093",
+    "version": "4",
+    "groupKey": '{}:{alertname="HighErrorRate", service="checkout"}',
+    "truncatedAlerts": 0,
+}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("case")
+    assert main(["simulate", SCENARIO, "--out", str(out), "--seed", str(SEED), "--rate", str(RATE)]) == 0
+    return out
+
+
+COLUMNS = [k for k in SpanBatch.__dataclass_fields__ if k != "strings"]
+
+
+def _sorted(batches: list[SpanBatch]) -> SpanBatch:
+    """The batches as one, rows by span id."""
+    joined = {k: np.concatenate([getattr(b, k) for b in batches]) for k in COLUMNS}
+    order = np.argsort(joined["span_id"])
+    return SpanBatch(**{k: v[order] for k, v in joined.items()}, strings=batches[0].strings)
+
+
+@pytest.mark.parametrize("name", ["traces.pb", "traces.json"])
+def test_trace_files_read_back_to_the_same_spans(written: Path, name: str) -> None:
+    case = simulate(SCENARIO, seed=SEED, rate=RATE)
+    result = decode_file(written / name)
+    assert result.rejected == 0 and len(result.batch) == case.spans
+    a, b = _sorted(list(case.batches)), _sorted([result.batch])
+    for column in ("span_id", "parent_id", "start_ns", "end_ns", "error", "kind"):
+        assert np.array_equal(getattr(a, column), getattr(b, column)), column
+    assert np.array_equal(a.trace_id, b.trace_id)
+    assert np.allclose(a.signals, b.signals, equal_nan=True, rtol=1e-12)
+    for column in ("service", "operation", "peer", "resource"):
+        left = [a.strings[i] if i >= 0 else None for i in getattr(a, column)]
+        right = [b.strings[i] if i >= 0 else None for i in getattr(b, column)]
+        assert left == right, column
+
+
+def test_json_traces_are_otlp_json_with_hex_ids(written: Path) -> None:
+    document = json.loads((written / "traces.json").read_text())
+    span = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert re.fullmatch("[0-9a-f]{32}", span["traceId"]) and re.fullmatch("[0-9a-f]{16}", span["spanId"])
+    assert isinstance(span["kind"], int) and isinstance(span["startTimeUnixNano"], str)
+
+
+def test_truth_json_names_the_fault(written: Path) -> None:
+    truth = json.loads((written / "truth.json").read_text())
+    case = simulate(SCENARIO, seed=SEED, rate=RATE)
+    assert truth["scenario"] == SCENARIO and truth["seed"] == SEED and truth["fault"] == "kv_cache_fragmentation"
+    assert truth["node"] == case.truth.node and truth["node"].startswith("gpu:gpu-node-1/")
+    assert truth["service"].startswith("vllm-worker-") and truth["alert_services"]
+    assert parse_rfc3339_ns(truth["inject"]) == truth["inject_ns"] == case.truth.inject_ns
+    assert parse_rfc3339_ns(truth["end"]) == truth["end_ns"] > truth["inject_ns"]
+
+
+def test_webhooks_have_the_v4_shape_and_fire_after_a_realistic_delay(written: Path) -> None:
+    truth = json.loads((written / "truth.json").read_text())
+    schedule = json.loads((written / "schedule.json").read_text())["webhooks"]
+    files = sorted((written / "webhooks").glob("*.json"))
+    assert [f"webhooks/{f.name}" for f in files] == [s["file"] for s in schedule] and len(files) >= 2
+    sent = [parse_rfc3339_ns(s["sent_at"]) or 0 for s in schedule]
+    assert sent == sorted(sent)
+    statuses = []
+    for path, sent_ns in zip(files, sent, strict=True):
+        body = json.loads(path.read_text())
+        assert list(body) == list(SAMPLE) and body["version"] == "4"
+        alert = body["alerts"][0]
+        assert list(alert) == list(SAMPLE["alerts"][0])  # type: ignore[index]
+        assert set(alert["labels"]) == {"alertname", "service", "severity"}
+        assert alert["labels"]["service"] in truth["alert_services"]
+        assert re.fullmatch("[0-9a-f]{16}", alert["fingerprint"])
+        starts = parse_rfc3339_ns(alert["startsAt"])
+        assert starts is not None and 60e9 <= starts - truth["inject_ns"] <= 120e9 and sent_ns >= starts
+        if body["status"] == "firing":
+            assert alert["endsAt"] == "0001-01-01T00:00:00Z"
+        else:
+            ends = parse_rfc3339_ns(alert["endsAt"])
+            assert ends is not None and ends > truth["end_ns"] and sent_ns >= ends
+        statuses.append((alert["fingerprint"], body["status"]))
+    assert all((f, "resolved") in statuses for f, _ in statuses)
+
+
+def test_sample_matches_the_captured_alertmanager_payload() -> None:
+    path = DATASETS / "alertmanager" / "firing-0.25.0.json"
+    if not path.exists():
+        pytest.skip(f"shared datasets not found at {DATASETS}")
+    assert json.loads(path.read_text()) == SAMPLE
+
+
+def test_list_and_bad_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["simulate", "--list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert "llm-gpu_memory_bandwidth" in listed and "mesh1000-latency" in listed
+    assert main(["simulate", "no-such-scenario", "--out", str(tmp_path)]) == 2
+    assert "unknown scenario" in capsys.readouterr().err
+    assert main(["simulate", "llm-latency"]) == 2
