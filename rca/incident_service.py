@@ -24,6 +24,7 @@ from rca.incidents import (
     IncidentStatus,
     IncidentSummary,
     StoredRanking,
+    incident_id,
     incident_window,
 )
 from rca.incidents_clustering import AlertClusterer
@@ -105,8 +106,12 @@ class IncidentService:
             last = max(a.starts_at_ns for a in new)
             reach = self.clusterer.reach_ns
             placed = self.store.open_alerts(first - reach, last + reach)
-            topology = self.graphs.read(lambda g: topology_between(g, *self._range(g, first)))
-            ids = self.clusterer.assign(new, placed, topology)
+            try:
+                topology = self.graphs.read(lambda g: topology_between(g, *self._range(g, first)))
+                ids = self.clusterer.assign(new, placed, topology)
+            except Exception:  # the alerts must still be stored: the webhook's group becomes one incident
+                log.exception("clustering %d alerts failed; storing them as one incident", len(new))
+                ids = [incident_id(min(new, key=lambda a: (a.starts_at_ns, a.fingerprint)))] * len(new)
             placements = [Placement(a, i) for a, i in zip(new, ids, strict=True)]
         if not placements and not resolved:
             return []

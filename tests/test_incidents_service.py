@@ -11,8 +11,9 @@ import pytest
 from rca.alerts import Alert, AlertStatus
 from rca.graph import ServiceGraph
 from rca.incident_service import IncidentService
-from rca.incidents import IncidentStatus
-from rca.incidents_topology import topology_between
+from rca.incidents import Incident, IncidentStatus
+from rca.incidents_clustering import AlertClusterer
+from rca.incidents_topology import Topology, topology_between
 from rca.ingestion import Ingestor
 from rca.ranking import Cause, Fault, Ranking
 from rca.store import IncidentStore
@@ -187,3 +188,15 @@ def test_summaries_carry_the_top_five_causes(store: IncidentStore, ingestor: Ing
     assert causes is not None and causes.ranking is not None
     assert len(causes.ranking.causes) == 5 == len(summary.causes)
     assert abs(sum(c.probability for c in causes.ranking.causes) - 1.0) < 1e-9
+
+
+def test_clustering_failure_still_stores_the_group(store: IncidentStore, ingestor: Ingestor) -> None:
+    class Broken(AlertClusterer):
+        def assign(
+            self, new: Sequence[Alert], placed: Sequence[tuple[Alert, Incident]], topology: Topology
+        ) -> list[str]:
+            raise ValueError("a bug")
+
+    service = IncidentService(store=store, ranker=FixedRanker(), graphs=ingestor, clusterer=Broken())
+    (summary,) = service.handle([alert("checkout", 0), alert("search", 5)])
+    assert summary.incident.alerts == 2 and summary.causes
