@@ -86,7 +86,7 @@ def mesh(services: int) -> Topology:
             user_facing=("frontend", "api-gateway"),
             noisy=noisy,
             instances=tuple((str(s), int(rng.integers(2, 4))) for s in rng.choice(inner, size=services // 10)),
-            default_rate=4.0,
+            default_rate=3.0,
         )
     )
 

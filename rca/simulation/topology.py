@@ -160,12 +160,3 @@ class CompiledTopology:
     def is_remote(self, caller_ops: npt.NDArray[np.int64], callee_ops: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         result: npt.NDArray[np.bool_] = self.op_service[caller_ops] != self.op_service[callee_ops]
         return result
-
-    def callers_of(self, service: int) -> set[int]:
-        """Services that call `service` directly."""
-        out = set()
-        for op, rows in enumerate(self.calls):
-            callees = rows[:, 0].astype(np.int64)
-            if (self.op_service[callees] == service).any():
-                out.add(int(self.op_service[op]))
-        return out - {service}
