@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-TEST_DEBS := prometheus-alertmanager
+TEST_DEBS := prometheus-alertmanager postgresql
 
 .PHONY: demo test test-deps lint bench clean
 

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import glob
+import importlib.util
 import math
+import os
+import shutil
+import socket
 import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine
 from sqlalchemy.exc import IntegrityError
 
 from rca.alerts import AlertStatus
 from rca.incidents import IncidentStatus, StoredRanking
 from rca.ranking import Cause, Evidence, Fault, Ranking
-from rca.store import IncidentStore, Placement
+from rca.store import IncidentStore, Placement, metadata
 from tests.spanfactory import T0
 from tests.test_incidents_service import S, alert
 
@@ -46,6 +55,53 @@ RANKING = Ranking(
 )
 
 
+def _as_postgres(*command: str) -> list[str]:
+    """PostgreSQL refuses to run as root: run its tools as the postgres user then."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else list(command)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL server on 127.0.0.1 (Debian's binaries), or a skip saying what is missing."""
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not bins or importlib.util.find_spec("psycopg") is None:
+        pytest.skip("PostgreSQL server binaries or the psycopg driver missing (apt-get install postgresql)")
+    bin_dir = Path(bins[-1]).parent
+    root = Path(tempfile.mkdtemp(prefix="rca-pg-"))  # not under pytest's tmp: the postgres user must reach it
+    root.chmod(0o777)
+    data = root / "data"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    subprocess.run(
+        _as_postgres(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "rca", "--no-sync"),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+    start = [str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"]
+    subprocess.run(_as_postgres(*start), check=True, capture_output=True, timeout=120)
+    try:
+        yield f"postgresql://rca@127.0.0.1:{port}/postgres"
+    finally:
+        stop = [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]
+        subprocess.run(_as_postgres(*stop), capture_output=True, timeout=120)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database: an SQLite file, or a PostgreSQL database emptied of rca's tables."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/rca.db"
+    server: str = request.getfixturevalue("postgres")
+    engine = create_engine(server.replace("postgresql://", "postgresql+psycopg://"))
+    metadata.drop_all(engine)
+    engine.dispose()
+    return server
+
+
 def test_parent_directory_is_created_and_sqlite_runs_in_wal(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "er" / "rca.db"
     store = IncidentStore.open(f"sqlite:///{path}")
@@ -56,8 +112,7 @@ def test_parent_directory_is_created_and_sqlite_runs_in_wal(tmp_path: Path) -> N
         assert conn.execute("SELECT count(*) FROM alerts").fetchone() == (1,)
 
 
-def test_round_trip_survives_reopening(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/rca.db"
+def test_round_trip_survives_reopening(url: str) -> None:
     store = IncidentStore.open(url)
     a, b = alert("checkout", 0), alert("gateway", 30, name="HighErrorRate")
     assert store.record([Placement(a, "inc-1"), Placement(b, "inc-1")], [], T0) == ["inc-1"]
@@ -78,8 +133,8 @@ def test_round_trip_survives_reopening(tmp_path: Path) -> None:
     again.close()
 
 
-def test_the_same_alert_cannot_be_stored_twice(tmp_path: Path) -> None:
-    store = IncidentStore.open(f"sqlite:///{tmp_path}/rca.db")
+def test_the_same_alert_cannot_be_stored_twice(url: str) -> None:
+    store = IncidentStore.open(url)
     store.record([Placement(alert("checkout", 0), "inc-1")], [], T0)
     with pytest.raises(IntegrityError):
         store.record([Placement(alert("checkout", 0), "inc-2")], [], T0)
@@ -87,8 +142,8 @@ def test_the_same_alert_cannot_be_stored_twice(tmp_path: Path) -> None:
     store.close()
 
 
-def test_resolution_and_listing(tmp_path: Path) -> None:
-    store = IncidentStore.open(f"sqlite:///{tmp_path}/rca.db")
+def test_resolution_and_listing(url: str) -> None:
+    store = IncidentStore.open(url)
     a, b = alert("checkout", 0), alert("search", 600)
     store.record([Placement(a, "inc-a"), Placement(b, "inc-b")], [], T0)
     assert [i.id for i in store.incidents()] == ["inc-b", "inc-a"]  # newest first
