@@ -11,8 +11,10 @@ tensor-parallel peers), and 0 for unrelated nodes.
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -93,3 +95,29 @@ def log_mixture_ratio(score: torch.Tensor, weight: torch.Tensor, params: HealthP
     log_lr = log_faulty(score, params) - log_healthy(score, params)
     w = weight.clamp(1e-9, 1 - 1e-9)
     return torch.logaddexp(torch.log(w) + log_lr, torch.log1p(-w))
+
+
+SHIPPED = Path(__file__).with_name("params.json")
+
+
+def save_params(params: HealthParams, path: Path) -> None:
+    path.write_text(json.dumps(asdict(params), indent=1) + "\n")
+
+
+def load_params(path: Path = SHIPPED) -> HealthParams:
+    """Parameters from JSON (default: the ones shipped, fitted by `python -m benchmarks.train`)."""
+    raw = json.loads(path.read_text())
+
+    def floats(key: str) -> tuple[float, ...]:
+        return tuple(float(x) for x in raw[key])
+
+    return HealthParams(
+        healthy_scale=floats("healthy_scale"),
+        tail_weight=floats("tail_weight"),
+        tail_mean=floats("tail_mean"),
+        fault_loc=floats("fault_loc"),
+        fault_scale=floats("fault_scale"),
+        activation=tuple(tuple(float(x) for x in row) for row in raw["activation"]),
+        relation_weight=tuple(tuple(float(x) for x in row) for row in raw["relation_weight"]),
+        temperature=float(raw["temperature"]),
+    )

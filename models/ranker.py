@@ -3,7 +3,8 @@
 `rank` extracts the window's evidence, builds the causal structure from the alerting nodes and
 returns every candidate with its exact posterior probability, its most probable fault class,
 the evidence behind it and its path to the alert. `fit` re-estimates the health model's
-parameters from labelled cases (`models.fitting`); unfitted, the documented defaults apply.
+parameters from labelled cases (`models.fitting`); unfitted, the shipped parameters apply
+(`models/params.json`, fitted on simulated cases by `python -m benchmarks.train`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from models.health import HealthParams
+from models.health import HealthParams, load_params
 from models.posterior import log_posterior
 from models.structure import evidence_structure
 from rca.evidence import FAULTS, NodeEvidence, extract_evidence
@@ -34,7 +35,7 @@ class BayesianRanker:
 
     def _active_params(self) -> HealthParams:
         fitted: HealthParams | None = getattr(self, "params_", None)
-        return fitted or self.params or HealthParams()
+        return fitted or self.params or load_params()
 
     def fit(self, cases: Sequence[tuple[NodeEvidence, Sequence[str], str, str]]) -> BayesianRanker:
         """Learns the health parameters from (evidence, alerting nodes, true node, true fault) cases."""

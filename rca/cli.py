@@ -39,8 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default 0)")
     simulate.add_argument("--rate", type=float, default=None, help="mean requests per second (default: per topology)")
     simulate.add_argument("--list", action="store_true", help="print the scenario names and exit")
-    bench = sub.add_parser("bench", help="benchmarks")
-    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+    bench = sub.add_parser("bench", help="methods side by side on the same cases (or: bench ingest)")
+    bench.add_argument("--suite", default="smoke", help="smoke (CI, < 2 min), sim, nezha or full (default smoke)")
+    bench.add_argument("--methods", default="rca,threshold,pagerank", help="comma-separated (default: all)")
+    bench.add_argument("--report", metavar="FILE", help="write the JSON report here")
+    bench.add_argument("--plot", metavar="FILE", help="draw AC@k per method and fault type (.png or .svg)")
+    bench_sub = bench.add_subparsers(dest="bench_command")
     ingest = bench_sub.add_parser("ingest", help="end-to-end OTLP/gRPC ingest rate beside bare parse and receiver")
     ingest.add_argument("--seconds", type=float, default=10.0, help="seconds per measurement (default 10)")
     return parser
@@ -82,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from benchmarks.ingest import run_ingest_benchmark
 
         return run_ingest_benchmark(args.seconds)
+    if args.command == "bench":
+        from benchmarks.accuracy import run_accuracy_benchmark
+
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        return run_accuracy_benchmark(args.suite, methods, args.report, args.plot)
     return 2
 
 

@@ -21,7 +21,6 @@ import uvicorn
 
 from api.app import create_app
 from ingest.case_files import write_case
-from ingest.case_files import write_case
 from ingest.files import decode_file
 from ingest.grpc_receiver import TraceServiceHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
@@ -32,7 +31,6 @@ from rca.graphview import Window, graph_between
 from rca.incident_service import IncidentService
 from rca.ingestion import Ingestor
 from rca.receiving import SpanSink
-from rca.simulation import simulate
 from rca.simulation import simulate
 from rca.spans import DecodeError
 from rca.store import IncidentStore, StoreError
@@ -180,20 +178,6 @@ def analyze(paths: list[str], out: TextIO = sys.stdout) -> int:
         "edges": [{"source": a, "target": b, "calls": d["calls"]} for a, b, d in view.edges(data=True)],
     }
     out.write(json.dumps(report, indent=2) + "\n")
-    return 0
-
-
-def simulate_case(scenario: str, out_dir: Path, seed: int, rate: float | None, out: TextIO = sys.stdout) -> int:
-    """`rca simulate`: writes one fault-injection case (traces, webhooks, truth) and prints a JSON summary."""
-    try:
-        case = simulate(scenario, seed=seed, rate=rate)
-    except ValueError as exc:
-        print(f"rca simulate: {exc}", file=sys.stderr)
-        return 2
-    write_case(case, out_dir)
-    truth = case.truth
-    summary = {"scenario": scenario, "seed": seed, "spans": case.spans, "webhooks": len(case.webhooks)}
-    out.write(json.dumps({**summary, "fault": truth.fault, "node": truth.node, "out": str(out_dir)}) + "\n")
     return 0
 
 

@@ -1,0 +1,176 @@
+"""`rca bench`: methods side by side on the same cases, through the real service path.
+
+rca's Bayesian ranker is measured end to end: each case's spans go to a live `rca serve` over
+OTLP/gRPC up to a minute past its first alert, its Alertmanager webhooks are POSTed, and the
+ranking is read from `GET /incidents/{id}/causes`. The peers rank the same spans in process.
+Metrics follow RCAEval: AC@k is the share of cases whose root-cause service is among the top k
+(ranked services, duplicates dropped), Avg@5 the mean of AC@1..5; fault@1 is the share whose
+top cause has the true fault class (simulated cases only).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from tqdm import tqdm
+
+from benchmarks.cases import BenchCase, suite_cases
+from benchmarks.peers import pagerank_ranking, threshold_ranking
+from benchmarks.serve_process import launch
+from ingest.otlp_encode import encode_batch
+from rca.graph import ServiceGraph
+
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+REPLAY_PAST_ALERT_NS = 60 * 1_000_000_000
+LOOKBACK_NS = 300 * 1_000_000_000
+START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
+PeerMethod = Callable[[ServiceGraph, Sequence[str], int, int], list[str]]
+PEERS: dict[str, PeerMethod] = {"threshold": threshold_ranking, "pagerank": pagerank_ranking}
+METHODS = ("rca", *PEERS)
+
+
+@dataclass
+class _Scores:
+    positions: list[int] = field(default_factory=list)
+    fault_hits: list[bool] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+    def add(self, ranked_services: Sequence[str], truth: str, seconds: float, fault_hit: bool | None) -> None:
+        unique = list(dict.fromkeys(ranked_services))
+        self.positions.append(unique.index(truth) + 1 if truth in unique else 10**6)
+        self.seconds.append(seconds)
+        if fault_hit is not None:
+            self.fault_hits.append(fault_hit)
+
+    def summary(self) -> dict[str, float | None]:
+        n = max(len(self.positions), 1)
+        ac = {k: sum(p <= k for p in self.positions) / n for k in range(1, 6)}
+        return {
+            "AC@1": ac[1],
+            "AC@3": ac[3],
+            "Avg@5": sum(ac.values()) / 5,
+            "fault@1": sum(self.fault_hits) / len(self.fault_hits) if self.fault_hits else None,
+            "seconds_per_case": sum(self.seconds) / n,
+        }
+
+
+def _post(url: str, body: dict[str, object]) -> Any:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.load(response)
+
+
+def _replay(export: Callable[..., bytes], case: BenchCase) -> ServiceGraph:
+    """Sends the case's spans up to the cut over gRPC; returns the same spans as a local graph."""
+    cut = case.alert_ns + REPLAY_PAST_ALERT_NS
+    local = ServiceGraph(retention_seconds=3600.0)
+    for batch in case.batches:
+        part = batch.select(batch.start_ns < cut)
+        local.add(part)
+        for message in encode_batch(part, max_spans=4096):
+            export(message, timeout=30)
+    return local
+
+
+def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, float]:
+    began = time.perf_counter()
+    incident_id = None
+    for webhook in case.webhooks:
+        answer = _post(f"{api}/webhooks/alertmanager", webhook)
+        if answer["incidents"]:
+            incident_id = answer["incidents"][0]["id"]
+    seconds = time.perf_counter() - began
+    if incident_id is None:
+        return [], None, seconds
+    causes = _get(f"{api}/incidents/{incident_id}/causes")["causes"]
+    return [c["service"] for c in causes], (causes[0]["fault"] if causes else None), seconds
+
+
+def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Runs the suite; returns the contract's report and the per fault type breakdown."""
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; known: {', '.join(METHODS)}")
+    scores: dict[str, _Scores] = defaultdict(_Scores)
+    by_type: dict[tuple[str, str], _Scores] = defaultdict(_Scores)
+    workdir = tempfile.mkdtemp(prefix="rca-bench-")
+    server, listening = launch("--db", f"sqlite:///{workdir}/rca.db", "--lookback-seconds", str(LOOKBACK_NS / 1e9))
+    cases = 0
+    try:
+        with grpc.insecure_channel(listening["otlp_grpc"]) as channel:
+            export = channel.unary_unary(EXPORT)
+            api = f"http://{listening['http']}"
+            for case in tqdm(suite_cases(suite, START_NS), desc=f"bench {suite}", disable=not progress, unit="case"):
+                cases += 1
+                local = _replay(export, case)
+                start, end = case.alert_ns - LOOKBACK_NS, case.alert_ns + REPLAY_PAST_ALERT_NS
+                for method in methods:
+                    if method == "rca":
+                        ranked, fault, seconds = _rank_with_rca(api, case)
+                        hit = None if case.truth_fault is None else fault == case.truth_fault
+                    else:
+                        began = time.perf_counter()
+                        ranked = PEERS[method](local, case.alert_services, start, end)
+                        seconds, hit = time.perf_counter() - began, None
+                    for bucket in (scores[method], by_type[(method, case.fault_type)]):
+                        bucket.add(ranked, case.truth_service, seconds, hit)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    report = {"suite": suite, "cases": cases, "methods": {m: scores[m].summary() for m in methods}}
+    breakdown = {f"{m}/{t}": s.summary() | {"cases": len(s.positions)} for (m, t), s in sorted(by_type.items())}
+    return report, breakdown
+
+
+def _table(report: dict[str, Any], breakdown: dict[str, Any]) -> str:
+    lines = [
+        f"suite {report['suite']}: {report['cases']} cases",
+        "",
+        "| method | AC@1 | AC@3 | Avg@5 | fault@1 | s/case |",
+    ]
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+
+    def row(name: str, m: dict[str, Any]) -> str:
+        fault = "–" if m["fault@1"] is None else f"{m['fault@1']:.2f}"
+        return (
+            f"| {name} | {m['AC@1']:.2f} | {m['AC@3']:.2f} | {m['Avg@5']:.2f} | {fault} | {m['seconds_per_case']:.3f} |"
+        )
+
+    lines += [row(name, m) for name, m in report["methods"].items()]
+    lines += ["", "| method / fault type | cases | AC@1 | AC@3 | Avg@5 | fault@1 | s/case |"]
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    lines += [row(name, m).replace(f"| {name} |", f"| {name} | {m['cases']} |", 1) for name, m in breakdown.items()]
+    return "\n".join(lines)
+
+
+def run_accuracy_benchmark(suite: str, methods: Sequence[str], report_path: str | None, plot_path: str | None) -> int:
+    try:
+        report, breakdown = run_suite(suite, methods, progress=sys.stderr.isatty())
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"rca bench: {exc}", file=sys.stderr)
+        return 2
+    print(_table(report, breakdown))
+    if report_path:
+        Path(report_path).write_text(json.dumps(report | {"by_fault_type": breakdown}, indent=2) + "\n")
+    if plot_path:
+        from benchmarks.plot import plot_report
+
+        plot_report(report, breakdown, Path(plot_path))
+    return 0
