@@ -11,9 +11,11 @@ interpreted once per group, not once per span.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+from numba import njit, types
 
 # Columns of the uint64 output matrix.
 U_TRACE_HI, U_TRACE_LO, U_SPAN, U_PARENT, U_START, U_END = range(6)
@@ -31,38 +33,40 @@ _VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = 0, 1, 2, 3, 4, 5
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
-_SIG = "(uint8[::1], int64, uint8[::1], int64[::1], uint64[:, ::1], int64[:, ::1], int64[:, ::1])"
+Num = Any  # a numba integer scalar: numba, not mypy, types the kernels
+_BYTES = types.Array(types.uint8, 1, "C", readonly=True)
+_SIG = (_BYTES, types.int64, _BYTES, types.int64[::1], types.uint64[:, ::1], types.int64[:, ::1], types.int64[:, ::1])
 
 
 @njit(cache=True, nogil=True)
-def _varint(buf: npt.NDArray[np.uint8], pos: int, end: int) -> tuple[int, int]:
+def _varint(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
     """(value as uint64, next position); next position -1 when malformed."""
+    if pos < end and buf[pos] < 0x80:
+        return np.uint64(buf[pos]), pos + 1
     result = np.uint64(0)
-    shift = np.uint64(0)
-    for i in range(10):
+    for k in range(10):
         if pos >= end:
             return np.uint64(0), -1
         b = buf[pos]
         pos += 1
-        if shift < 64:
-            result |= np.uint64(b & 0x7F) << shift
-        shift += np.uint64(7)
+        if k < 9:
+            result |= np.uint64(b & 0x7F) << np.uint64(7 * k)
+        else:
+            result |= np.uint64(b & 0x01) << np.uint64(63)
         if b < 0x80:
             return result, pos
-        if i == 9:
-            return np.uint64(0), -1
     return np.uint64(0), -1
 
 
 @njit(cache=True, nogil=True)
-def _int32(value: np.uint64) -> int:
+def _int32(value: Num) -> Num:
     """An enum/int32 field's value: the low 32 bits, signed."""
     low = np.int64(value & np.uint64(0xFFFFFFFF))
     return low - (1 << 32) if low >= (1 << 31) else low
 
 
 @njit(cache=True, nogil=True)
-def _skip_plain(buf: npt.NDArray[np.uint8], pos: int, end: int, wire: int) -> int:
+def _skip_plain(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num) -> Num:
     """Position after a non-group field's payload; -1 when malformed."""
     if wire == _VARINT:
         _, pos = _varint(buf, pos, end)
@@ -80,7 +84,7 @@ def _skip_plain(buf: npt.NDArray[np.uint8], pos: int, end: int, wire: int) -> in
 
 
 @njit(cache=True, nogil=True)
-def _skip(buf: npt.NDArray[np.uint8], pos: int, end: int, wire: int, field: int) -> int:
+def _skip(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num, field: Num) -> Num:
     """Position after a field's payload (groups included); -1 when malformed."""
     if wire != _SGROUP:
         return _skip_plain(buf, pos, end, wire)
@@ -104,7 +108,7 @@ def _skip(buf: npt.NDArray[np.uint8], pos: int, end: int, wire: int, field: int)
 
 
 @njit(cache=True, nogil=True)
-def _fixed64(buf: npt.NDArray[np.uint8], pos: int) -> np.uint64:
+def _fixed64(buf: npt.NDArray[np.uint8], pos: Num) -> Num:
     value = np.uint64(0)
     for k in range(8):
         value |= np.uint64(buf[pos + k]) << np.uint64(8 * k)
@@ -112,7 +116,7 @@ def _fixed64(buf: npt.NDArray[np.uint8], pos: int) -> np.uint64:
 
 
 @njit(cache=True, nogil=True)
-def _big_endian(buf: npt.NDArray[np.uint8], pos: int) -> np.uint64:
+def _big_endian(buf: npt.NDArray[np.uint8], pos: Num) -> Num:
     value = np.uint64(0)
     for k in range(8):
         value = (value << np.uint64(8)) | np.uint64(buf[pos + k])
@@ -120,15 +124,15 @@ def _big_endian(buf: npt.NDArray[np.uint8], pos: int) -> np.uint64:
 
 
 @njit(cache=True, nogil=True)
-def _same(buf: npt.NDArray[np.uint8], a: int, b: int, length: int) -> bool:
-    for k in range(length):
-        if buf[a + k] != buf[b + k]:
-            return False
-    return True
+def _same(buf: npt.NDArray[np.uint8], a: Num, b: Num, length: Num) -> Any:
+    k = 0
+    while k < length and buf[a + k] == buf[b + k]:
+        k += 1
+    return k == length
 
 
 @njit(cache=True, nogil=True)
-def _hash(buf: npt.NDArray[np.uint8], pos: int, length: int, h: np.uint64) -> np.uint64:
+def _hash(buf: npt.NDArray[np.uint8], pos: Num, length: Num, h: Num) -> Num:
     for k in range(length):
         h = (h ^ np.uint64(buf[pos + k])) * _FNV_PRIME
     return h
@@ -136,8 +140,8 @@ def _hash(buf: npt.NDArray[np.uint8], pos: int, length: int, h: np.uint64) -> np
 
 @njit(cache=True, nogil=True)
 def _is_wanted(
-    buf: npt.NDArray[np.uint8], pos: int, length: int, keys: npt.NDArray[np.uint8], key_ends: npt.NDArray[np.int64]
-) -> bool:
+    buf: npt.NDArray[np.uint8], pos: Num, length: Num, keys: npt.NDArray[np.uint8], key_ends: npt.NDArray[np.int64]
+) -> Any:
     start = 0
     for k in range(key_ends.shape[0]):
         stop = key_ends[k]
@@ -154,9 +158,10 @@ def _is_wanted(
 
 
 @njit(cache=True, nogil=True)
-def _key(buf: npt.NDArray[np.uint8], pos: int, end: int) -> tuple[int, int]:
+def _key(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
     """(offset, length) of a KeyValue's key (last occurrence); length -1 when malformed."""
-    key_pos, key_len = pos, 0
+    key_pos: Num = pos
+    key_len: Num = 0
     while pos < end:
         tag, pos = _varint(buf, pos, end)
         if pos < 0:
@@ -176,7 +181,7 @@ def _key(buf: npt.NDArray[np.uint8], pos: int, end: int) -> tuple[int, int]:
 
 
 @njit(cache=True, nogil=True)
-def _status_code(buf: npt.NDArray[np.uint8], pos: int, end: int, code: int) -> tuple[int, bool]:
+def _status_code(buf: npt.NDArray[np.uint8], pos: Num, end: Num, code: Num) -> tuple[Num, Any]:
     """The `code` after reading one Status occurrence (merged into the previous ones)."""
     while pos < end:
         tag, pos = _varint(buf, pos, end)
@@ -198,28 +203,35 @@ def _status_code(buf: npt.NDArray[np.uint8], pos: int, end: int, code: int) -> t
 @njit(cache=True, nogil=True)
 def _span(
     buf: npt.NDArray[np.uint8],
-    pos: int,
-    end: int,
-    row: int,
+    pos: Num,
+    end: Num,
+    row: Num,
     u: npt.NDArray[np.uint64],
     i: npt.NDArray[np.int64],
     kv: npt.NDArray[np.int64],
-    n_kv: int,
+    n_kv: Num,
     keys: npt.NDArray[np.uint8],
     key_ends: npt.NDArray[np.int64],
-) -> tuple[npt.NDArray[np.int64], int, int, int, int]:
+) -> tuple[npt.NDArray[np.int64], Num, Num, Num, Num]:
     """Reads one Span into row `row`; returns the wanted-KeyValue list (grown as needed), its
     new length, the name's offset and length, and the position after the span (-1: malformed)."""
-    trace_pos = span_pos = parent_pos = name_pos = 0
-    trace_len = span_len = parent_len = name_len = 0
-    kind = code = 0
+    trace_pos: Num = 0
+    span_pos: Num = 0
+    parent_pos: Num = 0
+    name_pos: Num = 0
+    trace_len: Num = 0
+    span_len: Num = 0
+    parent_len: Num = 0
+    name_len: Num = 0
+    kind: Num = 0
+    code: Num = 0
     start = stop = np.uint64(0)
     while pos < end:
         tag, pos = _varint(buf, pos, end)
         if pos < 0:
             return kv, n_kv, 0, 0, -1
         field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-        if wire == _LEN and (field <= 5 and field != 3 or field == 9 or field == 15):
+        if wire == _LEN and ((field <= 5 and field != 3) or field == 9 or field == 15):
             length, pos = _varint(buf, pos, end)
             if pos < 0 or length > np.uint64(end - pos):
                 return kv, n_kv, 0, 0, -1
@@ -281,13 +293,13 @@ def _span(
 @njit(cache=True, nogil=True)
 def _dedupe(
     buf: npt.NDArray[np.uint8],
-    n_spans: int,
+    n_spans: Num,
     name_at: npt.NDArray[np.int64],
     kv: npt.NDArray[np.int64],
     kv_from: npt.NDArray[np.int64],
     i: npt.NDArray[np.int64],
     t: npt.NDArray[np.int64],
-) -> tuple[int, int]:
+) -> tuple[Num, Num]:
     """Interns names (`I_NAME`) and groups spans by their wanted attributes (`I_GROUP`, -1
     for none) with open addressing on FNV-1a hashes and exact byte comparison."""
     size = 16
@@ -347,13 +359,13 @@ def _dedupe(
 @njit(_SIG, cache=True, nogil=True)
 def scan(
     buf: npt.NDArray[np.uint8],
-    n_spans: int,
+    n_spans: Num,
     keys: npt.NDArray[np.uint8],
     key_ends: npt.NDArray[np.int64],
     u: npt.NDArray[np.uint64],
     i: npt.NDArray[np.int64],
     t: npt.NDArray[np.int64],
-) -> tuple[int, int]:
+) -> tuple[Num, Num]:
     """Fills `u`, `i` (one row per span) and `t`; returns (names, groups), or (BAD, BAD)."""
     kv = np.empty((64, 2), np.int64)
     n_kv = 0
