@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rca", description="Causal root-cause inference over OpenTelemetry traces")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
-    analyze = sub.add_parser("analyze", help="offline: the service graph of trace files")
+    analyze = sub.add_parser("analyze", help="offline: rank the root causes in trace files")
     analyze.add_argument(
         "--traces",
         nargs="+",
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="OTLP protobuf (.pb), OTLP/JSON or Jaeger JSON, gzipped or not",
     )
-    analyze.add_argument("--alerts", metavar="FILE", help="Alertmanager webhook body (used once ranking lands)")
+    analyze.add_argument("--alerts", metavar="FILE", help="Alertmanager webhook body: alerting services and window")
     simulate = sub.add_parser("simulate", help="write a fault-injection case: traces, webhooks, truth.json")
     simulate.add_argument("scenario", nargs="?", metavar="SCENARIO", help="e.g. llm-gpu_memory_bandwidth (see --list)")
     simulate.add_argument("--out", metavar="DIR", help="directory to write the case into")
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "analyze":
         from rca.compose import analyze
 
-        return analyze(args.traces)
+        return analyze(args.traces, args.alerts)
     if args.command == "simulate":
         return _simulate(args)
     if args.command == "bench" and args.bench_command == "ingest":

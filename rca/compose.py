@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import uvicorn
+from pydantic import ValidationError
 
 from api.app import create_app
+from api.schemas import WebhookBody, cause_json
 from ingest.case_files import write_case
 from ingest.files import decode_file
 from ingest.grpc_receiver import TraceServiceHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
 from models.ranker import BayesianRanker
+from rca.alerts import Alert, format_rfc3339, nodes_for
 from rca.config import HostPort, Settings
 from rca.graph import ServiceGraph
 from rca.graphview import Window, graph_between
@@ -154,26 +157,50 @@ def serve(settings: Settings, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def analyze(paths: list[str], out: TextIO = sys.stdout) -> int:
-    """`rca analyze`: decode trace files and print the service graph they make (JSON).
+def _webhook_alerts(path: str) -> list[Alert]:
+    """The alerts of an Alertmanager webhook body in a file; ValueError names what is wrong."""
+    try:
+        return WebhookBody.model_validate_json(Path(path).read_bytes()).to_alerts()
+    except ValidationError as exc:
+        where = ".".join(str(part) for part in exc.errors()[0]["loc"])
+        raise ValueError(f"{path}: not an Alertmanager webhook body: {where}: {exc.errors()[0]['msg']}") from None
 
-    Ranking root causes over it arrives with the inference issue; the graph is the input."""
+
+def analyze(paths: list[str], alerts_path: str | None = None, out: TextIO = sys.stdout) -> int:
+    """`rca analyze`: ranks the root causes in trace files and prints them with the graph (JSON).
+
+    With `--alerts` the alerting services and the window come from the webhook body (earliest
+    startsAt less the look-back, to the newest span); without, the trace roots alert over the
+    last look-back of the traces."""
     graph = ServiceGraph(retention_seconds=10 * 365 * 86400.0)
     rejected = 0
-    for path in paths:
-        try:
+    try:
+        alerts = _webhook_alerts(alerts_path) if alerts_path else []
+        for path in paths:
             result = decode_file(Path(path))
-        except (DecodeError, OSError) as exc:
-            print(f"rca analyze: {exc}", file=sys.stderr)
-            return 2
-        rejected += result.rejected
-        graph.add(result.batch)
+            rejected += result.rejected
+            graph.add(result.batch)
+    except (DecodeError, OSError, ValueError) as exc:
+        print(f"rca analyze: {exc}", file=sys.stderr)
+        return 2
     view = graph_between(graph, Window(0, graph.newest_ns + 1))
+    traced = sorted(n for n, d in view.nodes(data=True) if d.get("kind") == "service")
+    roots = [n for n in traced if view.in_degree(n) == 0]
+    known = set(view.nodes)
+    alert_nodes = sorted({n for a in alerts for n in nodes_for(a.service, known=known, traced=traced, roots=roots)})
+    lookback_ns = int(Settings().lookback_seconds * 1e9)
+    end = graph.newest_ns + 1
+    start = min(a.starts_at_ns for a in alerts) - lookback_ns if alerts else end - lookback_ns
+    ranking = BayesianRanker().rank(graph, alert_nodes=alert_nodes or roots, start_ns=start, end_ns=end)
     report = {
         "spans": graph.counts().spans,
         "rejected": rejected,
+        "alerting": alert_nodes or roots,
+        "window": {"start": format_rfc3339(ranking.start_ns), "end": format_rfc3339(ranking.end_ns)},
+        "model": {"name": ranking.model, "inference_ms": ranking.inference_ms},
+        "causes": [cause_json(c) for c in ranking.causes],
         "nodes": {
-            name: {k: data[k] for k in ("kind", "service", "calls", "errors")} for name, data in view.nodes(data=True)
+            name: {k: data.get(k, 0.0) for k in ("kind", "service", "calls", "errors")} for name, data in view.nodes(data=True)
         },
         "edges": [{"source": a, "target": b, "calls": d["calls"]} for a, b, d in view.edges(data=True)],
     }
