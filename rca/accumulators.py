@@ -32,19 +32,20 @@ class KeyedTable:
         self.sums = np.concatenate([self.sums, np.zeros((new - capacity, self.sums.shape[1]))])
         self.hist = np.concatenate([self.hist, np.zeros((new - capacity, N_BUCKETS), np.int64)])
 
-    def rows(self, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
-        """Row index of every key, creating rows for new keys."""
+    def rows(self, keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        """The rows of the distinct keys (created for new keys), and each key's place among them."""
         unique, inverse = np.unique(keys, return_inverse=True)
         table = self._rows
-        fresh = [k for k in unique.tolist() if k not in table]
+        listed = unique.tolist()
+        fresh = [k for k in listed if k not in table]
         if fresh:
             start = len(table)
             self._grow(start + len(fresh))
             for offset, key in enumerate(fresh):
                 table[key] = start + offset
             self.keys[start : start + len(fresh)] = fresh
-        found = np.fromiter((table[k] for k in unique.tolist()), np.intp, unique.shape[0])
-        return found[inverse]
+        found = np.fromiter(map(table.__getitem__, listed), np.intp, len(listed))
+        return found, inverse
 
     def add(
         self,
@@ -55,19 +56,28 @@ class KeyedTable:
         """Adds one sums row (and one histogram count, when `buckets` is given) per key."""
         if keys.shape[0] == 0:
             return
-        rows = self.rows(keys)
-        np.add.at(self.sums, rows, sums)
+        found, inverse = self.rows(keys)
+        n = found.shape[0]
+        if n == keys.shape[0]:  # every key distinct: no summing needed
+            self.sums[found[inverse]] += sums
+            if buckets is not None:
+                self.hist[found[inverse], buckets] += 1
+            return
+        for column in range(sums.shape[1]):
+            self.sums[found, column] += np.bincount(inverse, sums[:, column], n)
         if buckets is not None:
-            np.add.at(self.hist, (rows, buckets), 1)
+            counts = np.bincount(inverse * N_BUCKETS + buckets, minlength=n * N_BUCKETS)
+            self.hist[found] += counts.reshape(n, N_BUCKETS)
 
     def merge(self, other: KeyedTable) -> None:
         """Adds every row of `other` into this table."""
         n = len(other)
         if n == 0:
             return
-        rows = self.rows(other.keys[:n])
-        np.add.at(self.sums, rows, other.sums[:n])
-        np.add.at(self.hist, rows, other.hist[:n])
+        found, inverse = self.rows(other.keys[:n])
+        rows = found[inverse]  # keys of a table are distinct
+        self.sums[rows] += other.sums[:n]
+        self.hist[rows] += other.hist[:n]
 
     def view(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
         n = len(self)

@@ -2,8 +2,9 @@
 
 Two generations of bounded size: when the current one fills, the older is dropped. A span
 stays findable for at least `capacity` later spans, which bounds memory whatever the rate.
-Each entry is one packed int (node-operation, peer node-operation, window modulo 2^16), so the
-dictionaries hold no per-span tuples.
+Each generation is an open-addressing hash table in two numpy arrays (span id, packed entry),
+probed linearly and a whole batch at a time, so no per-span Python objects exist. An entry is
+one packed int: node-operation, peer node-operation, window modulo 2^16.
 """
 
 from __future__ import annotations
@@ -15,6 +16,52 @@ _WINDOW_BITS = 16
 _PEER_BITS = 24
 _WINDOW_MASK = (1 << _WINDOW_BITS) - 1
 _PEER_MASK = (1 << _PEER_BITS) - 1
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_EMPTY = np.uint64(0)  # span ids are never zero (the builder rejects those spans)
+
+
+class _Table:
+    """span id → packed entry, at most half full; a later insert of an id replaces its entry."""
+
+    def __init__(self, capacity: int) -> None:
+        self.bits = max(4, int(2 * capacity - 1).bit_length())
+        self.mask = np.uint64((1 << self.bits) - 1)
+        self.ids = np.zeros(1 << self.bits, np.uint64)
+        self.entries = np.zeros(1 << self.bits, np.int64)
+        self.size = 0
+
+    def _slots(self, ids: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        return (ids * _GOLDEN) >> np.uint64(64 - self.bits)
+
+    def insert(self, ids: npt.NDArray[np.uint64], entries: npt.NDArray[np.int64]) -> None:
+        last = ids.shape[0] - 1 - np.unique(ids[::-1], return_index=True)[1]  # the last of repeated ids wins
+        ids, entries = ids[last], entries[last]
+        slots = self._slots(ids)
+        while ids.shape[0]:
+            held = self.ids[slots]
+            same = held == ids
+            self.entries[slots[same]] = entries[same]
+            free = held == _EMPTY
+            first = np.unique(slots[free], return_index=True)[1]  # one claimant per free slot
+            claim = np.flatnonzero(free)[first]
+            self.ids[slots[claim]], self.entries[slots[claim]] = ids[claim], entries[claim]
+            self.size += claim.shape[0]
+            left = ~same
+            left[claim] = False
+            ids, entries, slots = ids[left], entries[left], (slots[left] + np.uint64(1)) & self.mask
+
+    def lookup(self, ids: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+        """Entries of `ids`; -1 where absent."""
+        out = np.full(ids.shape[0], -1, np.int64)
+        rows = np.arange(ids.shape[0])
+        slots = self._slots(ids)
+        while rows.shape[0]:
+            held = self.ids[slots]
+            same = held == ids
+            out[rows[same]] = self.entries[slots[same]]
+            left = ~same & (held != _EMPTY)
+            rows, ids, slots = rows[left], ids[left], (slots[left] + np.uint64(1)) & self.mask
+        return out
 
 
 class SpanIndex:
@@ -22,11 +69,11 @@ class SpanIndex:
 
     def __init__(self, *, capacity: int = 1_000_000) -> None:
         self.capacity = capacity
-        self._current: dict[int, int] = {}
-        self._previous: dict[int, int] = {}
+        self._current = _Table(capacity)
+        self._previous = _Table(1)
 
     def __len__(self) -> int:
-        return len(self._current) + len(self._previous)
+        return self._current.size + self._previous.size
 
     def insert(
         self,
@@ -35,16 +82,20 @@ class SpanIndex:
         peers: npt.NDArray[np.int64],
         windows: npt.NDArray[np.int64],
     ) -> None:
-        if len(self._current) + span_ids.shape[0] > self.capacity:
-            self._previous, self._current = self._current, {}
         packed = (nodeops << (_PEER_BITS + _WINDOW_BITS)) | ((peers + 1) << _WINDOW_BITS) | (windows & _WINDOW_MASK)
-        self._current.update(zip(span_ids.tolist(), packed.tolist(), strict=True))
+        for start in range(0, span_ids.shape[0], self.capacity):
+            ids, entries = span_ids[start : start + self.capacity], packed[start : start + self.capacity]
+            if self._current.size + ids.shape[0] > self.capacity:
+                self._previous, self._current = self._current, _Table(self.capacity)
+            self._current.insert(ids, entries)
 
     def lookup(self, span_ids: npt.NDArray[np.uint64], newest_window: int) -> npt.NDArray[np.int64]:
         """(n, 3) rows of (nodeop, peer, window) for ids seen within 2^16 windows of
         `newest_window`; -1 everywhere for unknown ids."""
-        get, older = self._current.get, self._previous.get
-        packed = np.asarray([v if (v := get(i, -1)) >= 0 else older(i, -1) for i in span_ids.tolist()], np.int64)
+        packed = self._current.lookup(span_ids)
+        older = packed < 0
+        if older.any() and self._previous.size:
+            packed[older] = self._previous.lookup(span_ids[older])
         found = packed >= 0
         out = np.full((packed.shape[0], 3), -1, np.int64)
         p = packed[found]

@@ -1,0 +1,46 @@
+"""The numpy span index behaves as two generations of dictionaries would."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rca.spanindex import SpanIndex
+
+batches = st.lists(st.lists(st.integers(1, 40), max_size=12), max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches, st.integers(1, 10))
+def test_index_matches_two_generations_of_dicts(insertions: list[list[int]], capacity: int) -> None:
+    index = SpanIndex(capacity=capacity)
+    current: dict[int, int] = {}
+    previous: dict[int, int] = {}
+    for step, ids in enumerate(insertions):
+        for start in range(0, len(ids), capacity):
+            chunk = ids[start : start + capacity]
+            if len(current) + len(chunk) > capacity:
+                previous, current = current, {}
+            current.update((i, 1000 * step + k) for k, i in enumerate(chunk, start))
+        nodeops = 1000 * step + np.arange(len(ids), dtype=np.int64)
+        index.insert(
+            np.asarray(ids, np.uint64), nodeops, np.full(len(ids), 4, np.int64), np.full(len(ids), 9, np.int64)
+        )
+        probe = np.arange(1, 41, dtype=np.uint64)
+        found = index.lookup(probe, 9)
+        expected = [current.get(i, previous.get(i, -1)) for i in range(1, 41)]
+        assert found[:, 0].tolist() == expected
+        assert found[:, 1].tolist() == [4 if e >= 0 else -1 for e in expected]
+        assert found[:, 2].tolist() == [9 if e >= 0 else -1 for e in expected]
+
+
+def test_index_holds_a_large_batch_and_finds_every_id() -> None:
+    rng = np.random.default_rng(3)
+    ids = rng.integers(1, 2**63, 50_000, dtype=np.int64).astype(np.uint64)
+    index = SpanIndex(capacity=100_000)
+    index.insert(ids, np.arange(50_000, dtype=np.int64), np.full(50_000, -1, np.int64), np.zeros(50_000, np.int64))
+    assert len(index) == np.unique(ids).shape[0]
+    assert (index.lookup(ids, 0)[:, 1] == -1).all()
+    assert (index.lookup(ids[::-1], 0)[:, 0] == np.arange(50_000)[::-1]).all()
+    assert (index.lookup(np.asarray([7, 8], np.uint64), 0) == -1).all()
