@@ -166,6 +166,9 @@ def _webhook_alerts(path: str) -> list[Alert]:
         raise ValueError(f"{path}: not an Alertmanager webhook body: {where}: {exc.errors()[0]['msg']}") from None
 
 
+NODE_FIELDS = ("kind", "service", "calls", "errors")
+
+
 def analyze(paths: list[str], alerts_path: str | None = None, out: TextIO = sys.stdout) -> int:
     """`rca analyze`: ranks the root causes in trace files and prints them with the graph (JSON).
 
@@ -199,9 +202,7 @@ def analyze(paths: list[str], alerts_path: str | None = None, out: TextIO = sys.
         "window": {"start": format_rfc3339(ranking.start_ns), "end": format_rfc3339(ranking.end_ns)},
         "model": {"name": ranking.model, "inference_ms": ranking.inference_ms},
         "causes": [cause_json(c) for c in ranking.causes],
-        "nodes": {
-            name: {k: data.get(k, 0.0) for k in ("kind", "service", "calls", "errors")} for name, data in view.nodes(data=True)
-        },
+        "nodes": {name: {k: data.get(k, 0.0) for k in NODE_FIELDS} for name, data in view.nodes(data=True)},
         "edges": [{"source": a, "target": b, "calls": d["calls"]} for a, b, d in view.edges(data=True)],
     }
     out.write(json.dumps(report, indent=2) + "\n")
