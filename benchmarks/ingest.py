@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import resource
+import threading
 import time
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -21,8 +23,14 @@ from benchmarks.payload import export_requests
 from ingest.otlp_proto import decode_protobuf
 from rca.config import HostPort, Settings
 
+if TYPE_CHECKING:
+    from rca.compose import Service
+
+T = TypeVar("T")
+
 SPANS_PER_REQUEST = 1024
 REQUESTS = 64
+STEADY_REFRESH_S = 5
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
@@ -98,7 +106,9 @@ def _bare_receiver(payloads: list[bytes], seconds: float) -> float:
         server.stop(0)
 
 
-def _rca(payloads: list[bytes], seconds: float) -> float:
+def _with_rca(drive: Callable[[str], T], watch: Callable[[Service], None] | None = None) -> T:
+    """Runs `drive(otlp_grpc_address)` against an in-process `rca serve` (10 min retention);
+    `watch` runs beside it in the event loop's thread pool."""
     from rca.compose import Service
 
     settings = Settings(
@@ -107,7 +117,7 @@ def _rca(payloads: list[bytes], seconds: float) -> float:
         http=HostPort("127.0.0.1", 0),
         retention_seconds=600.0,
     )
-    rates: list[float] = []
+    results: list[T] = []
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -115,14 +125,94 @@ def _rca(payloads: list[bytes], seconds: float) -> float:
         service = Service(settings)
         task = asyncio.create_task(service.run(stop, ready.set_result))
         listening = await ready
-        rates.append(await asyncio.to_thread(_drive, listening["otlp_grpc"], payloads, seconds))
+        watcher = asyncio.create_task(asyncio.to_thread(watch, service)) if watch else None
+        results.append(await asyncio.to_thread(drive, listening["otlp_grpc"]))
         counts = service.ingestor.read(lambda g: g.counts())
         print(f"  graph: {counts.spans:,} spans ingested, {service.graph.nbytes() / 1e6:.1f} MB of window aggregates")
         stop.set()
+        if watcher:
+            await watcher
         await task
 
     asyncio.run(main())
-    return rates[0]
+    return results[0]
+
+
+def _rca(payloads: list[bytes], seconds: float) -> float:
+    return _with_rca(lambda address: _drive(address, payloads, seconds))
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _steady_client(address: str, rate: float, seconds: float, result: mp.Queue) -> None:  # type: ignore[type-arg]
+    """Sends `rate` spans/s, paced, with event times following the clock: fresh requests (new
+    ids, times of now) are made every `STEADY_REFRESH_S` seconds."""
+    channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)])
+    export = channel.unary_unary(METHOD)
+    grpc.channel_ready_future(channel).result(timeout=10)
+    interval = SPANS_PER_REQUEST / rate
+    start = time.perf_counter()
+    sent = late = 0
+    pending: list[grpc.Future] = []
+    slot, payloads = -1, []
+    while (now := time.perf_counter() - start) < seconds:
+        if int(now // STEADY_REFRESH_S) != slot:
+            slot = int(now // STEADY_REFRESH_S)
+            payloads = export_requests(16, SPANS_PER_REQUEST, time.time_ns(), seed=slot)
+        pending = [f for f in pending if not f.done()]
+        if len(pending) >= 64:
+            late += 1
+            time.sleep(interval)
+            continue
+        pending.append(export.future(payloads[sent % len(payloads)]))
+        sent += 1
+        pause = start + sent * interval - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+    for f in pending:
+        f.result()
+    result.put((sent * SPANS_PER_REQUEST / (time.perf_counter() - start), late))
+
+
+def run_steady_benchmark(rate: float, seconds: float, every: float = 30.0) -> int:
+    """`rca bench ingest --rate R`: a steady R spans/s into rca (10 min retention), RSS over time."""
+    print(f"rca bench ingest --rate {rate:,.0f}: {seconds:g}s, event times follow the clock, RSS every {every:g}s")
+    done = threading.Event()
+
+    def watch(service: Service) -> None:
+        begin = time.perf_counter()
+        while not done.wait(every):
+            counts = service.ingestor.read(lambda g: g.counts())
+            print(
+                f"  t={time.perf_counter() - begin:5.0f}s  RSS {_rss_mb():6.0f} MB  spans {counts.spans:>12,}"
+                f"  windows {len(service.graph.windows):3d}  aggregates {service.graph.nbytes() / 1e6:6.1f} MB"
+                f"  pending {counts.pending:,}",
+                flush=True,
+            )
+
+    def drive(address: str) -> tuple[float, int]:
+        ctx = mp.get_context("spawn")
+        result: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
+        process = ctx.Process(target=_steady_client, args=(address, rate, seconds, result))
+        process.start()
+        try:
+            achieved: tuple[float, int] = result.get(timeout=seconds + 120)
+        finally:
+            done.set()
+            process.join()
+        return achieved
+
+    achieved, waits = _with_rca(drive, watch)
+    print(f"{'achieved rate':<32}{achieved:>12,.0f} spans/s  ({waits} waits for a full window of 64 in flight)")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{'RSS at the end':<32}{_rss_mb():>12,.0f} MB   (peak {peak:,.0f} MB)")
+    return 0
 
 
 def measure(seconds: float) -> Rates:

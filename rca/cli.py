@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_sub = bench.add_subparsers(dest="bench_command")
     ingest = bench_sub.add_parser("ingest", help="end-to-end OTLP/gRPC ingest rate beside bare parse and receiver")
     ingest.add_argument("--seconds", type=float, default=10.0, help="seconds per measurement (default 10)")
+    ingest.add_argument("--rate", type=float, help="instead: a steady RATE spans/s for --seconds, RSS over time")
     return parser
 
 
@@ -83,8 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "simulate":
         return _simulate(args)
     if args.command == "bench" and args.bench_command == "ingest":
-        from benchmarks.ingest import run_ingest_benchmark
+        from benchmarks.ingest import run_ingest_benchmark, run_steady_benchmark
 
+        if args.rate:
+            return run_steady_benchmark(args.rate, args.seconds)
         return run_ingest_benchmark(args.seconds)
     if args.command == "bench":
         from benchmarks.accuracy import run_accuracy_benchmark

@@ -34,20 +34,18 @@ class _Table:
         return (ids * _GOLDEN) >> np.uint64(64 - self.bits)
 
     def insert(self, ids: npt.NDArray[np.uint64], entries: npt.NDArray[np.int64]) -> None:
-        last = ids.shape[0] - 1 - np.unique(ids[::-1], return_index=True)[1]  # the last of repeated ids wins
-        ids, entries = ids[last], entries[last]
+        """Places each id in its first slot that is free or holds it. Claimants of one slot
+        are written in order, so the last wins and the others probe on; `size` counts every
+        placement (an id repeated within a batch counts twice: it only makes swaps earlier)."""
         slots = self._slots(ids)
         while ids.shape[0]:
             held = self.ids[slots]
-            same = held == ids
-            self.entries[slots[same]] = entries[same]
-            free = held == _EMPTY
-            first = np.unique(slots[free], return_index=True)[1]  # one claimant per free slot
-            claim = np.flatnonzero(free)[first]
-            self.ids[slots[claim]], self.entries[slots[claim]] = ids[claim], entries[claim]
-            self.size += claim.shape[0]
-            left = ~same
-            left[claim] = False
+            open_ = (held == _EMPTY) | (held == ids)
+            self.ids[slots[open_]] = ids[open_]
+            self.entries[slots[open_]] = entries[open_]
+            placed = open_ & (self.ids[slots] == ids)
+            self.size += int(np.count_nonzero(placed & (held == _EMPTY)))
+            left = ~placed
             ids, entries, slots = ids[left], entries[left], (slots[left] + np.uint64(1)) & self.mask
 
     def lookup(self, ids: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
@@ -71,9 +69,6 @@ class SpanIndex:
         self.capacity = capacity
         self._current = _Table(capacity)
         self._previous = _Table(1)
-
-    def __len__(self) -> int:
-        return self._current.size + self._previous.size
 
     def insert(
         self,
