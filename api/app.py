@@ -8,7 +8,9 @@ from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from api.incidents import incidents_router
+from api.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from api.nodegraph import node_graph
+from api.security import require_token
 from api.timeparams import parse_time_ns
 from rca.graph import ServiceGraph
 from rca.graphview import Window, default_window, graph_between
@@ -32,8 +34,17 @@ def _window(graph: ServiceGraph, start: str | None, end: str | None) -> Window:
     return Window(start_ns, end_ns)
 
 
-def create_app(ingestor: Ingestor, incidents: IncidentService | None = None) -> FastAPI:
+def create_app(
+    ingestor: Ingestor,
+    incidents: IncidentService | None = None,
+    *,
+    api_token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """The API; `api_token` puts bearer auth in front of all of it, `max_body_bytes` bounds every body."""
     app = FastAPI(title="rca", version="0.1.0", description="Causal root-cause inference over OpenTelemetry traces")
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    require_token(app, api_token)  # outermost: unauthenticated bodies are never read
     if incidents is not None:
         app.include_router(incidents_router(incidents))
 

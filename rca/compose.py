@@ -78,7 +78,7 @@ class Service:
         self.incidents = IncidentService(
             store=self.store, ranker=BayesianRanker(), graphs=self.ingestor, lookback_seconds=settings.lookback_seconds
         )
-        self.api = create_app(self.ingestor, self.incidents)
+        self.api = create_app(self.ingestor, self.incidents, api_token=settings.api_token)
         self.otlp_http = otlp_http_app(
             self.sink, max_message_bytes=settings.max_message_bytes, api_token=settings.api_token
         )
