@@ -21,6 +21,7 @@ from rca.store import IncidentStore
 from tests.conftest import Server
 
 LIMIT = 64 * 1024
+JSON = {"content-type": "application/json"}
 
 
 def _webhook(alerts: int, padding: int = 0) -> dict[str, object]:
@@ -52,7 +53,7 @@ def app(tmp_path: Path) -> Iterator[FastAPI]:
 
 def test_declared_oversize_body_is_413_with_a_message(app: FastAPI) -> None:
     body = json.dumps(_webhook(1, padding=LIMIT)).encode()
-    response = TestClient(app).post("/webhooks/alertmanager", content=body, headers={"content-type": "application/json"})
+    response = TestClient(app).post("/webhooks/alertmanager", content=body, headers=JSON)
     assert response.status_code == 413
     assert response.json() == {"detail": f"request body exceeds {LIMIT} bytes"}
     assert TestClient(app).get("/incidents").json() == {"incidents": []}  # nothing stored
@@ -71,17 +72,17 @@ def test_streamed_oversize_body_without_length_is_413(app: FastAPI) -> None:
 def test_bodies_within_the_bound_reach_the_handler(app: FastAPI) -> None:
     body = json.dumps(_webhook(3, padding=LIMIT // 8)).encode()
     assert len(body) < LIMIT
-    response = TestClient(app).post("/webhooks/alertmanager", content=body, headers={"content-type": "application/json"})
+    response = TestClient(app).post("/webhooks/alertmanager", content=body, headers=JSON)
     assert response.status_code == 200, response.text
     assert sum(i["alerts"] for i in response.json()["incidents"]) == 3
-    empty = TestClient(app).post("/webhooks/alertmanager", content=b"", headers={"content-type": "application/json"})
+    empty = TestClient(app).post("/webhooks/alertmanager", content=b"", headers=JSON)
     assert empty.status_code == 422  # an empty body is still the handler's to judge
 
 
 def test_serve_refuses_a_large_webhook_and_keeps_serving(server: Server) -> None:
     body = json.dumps(_webhook(1, padding=DEFAULT_MAX_BODY_BYTES)).encode()
     url = f"{server.api}/webhooks/alertmanager"
-    response = httpx.post(url, content=body, headers={"content-type": "application/json"}, timeout=30)
+    response = httpx.post(url, content=body, headers=JSON, timeout=30)
     assert response.status_code == 413
     assert str(DEFAULT_MAX_BODY_BYTES) in response.json()["detail"]
     ok = httpx.post(url, json=_webhook(2), timeout=30)
