@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from api.timeparams import parse_time_ns
+from benchmarks.accuracy import REPLAY_PAST_ALERT_NS
 from benchmarks.cases import SIM_SCENARIOS
 from models.fitting import Case, calibration
 from models.health import SHIPPED, HealthParams, save_params
@@ -27,9 +28,10 @@ def training_case(scenario: str, seed: int) -> Case:
     case = simulate(scenario, seed=seed)
     graph = ServiceGraph(retention_seconds=3600.0)
     alert_ns = min(parse_time_ns(str(a["startsAt"])) for w in case.webhooks for a in w["alerts"])  # type: ignore[attr-defined]
-    for batch in case.batches:
-        graph.add(batch.select(batch.start_ns < alert_ns))
-    evidence = extract_evidence(graph, start_ns=alert_ns - LOOKBACK_NS, end_ns=alert_ns, history_ns=HISTORY_NS)
+    for batch in case.batches:  # what the benchmark replays before its webhook
+        graph.add(batch.select(batch.start_ns < alert_ns + REPLAY_PAST_ALERT_NS))
+    end_ns = graph.newest_ns + 1
+    evidence = extract_evidence(graph, start_ns=alert_ns - LOOKBACK_NS, end_ns=end_ns, history_ns=HISTORY_NS)
     return evidence, case.truth.alert_services, case.truth.node, case.truth.fault
 
 

@@ -83,14 +83,7 @@ class BayesianRanker:
 
 
 def _evidence(evidence: NodeEvidence, row: int) -> tuple[Evidence, ...]:
-    score = evidence.score[row]
-    measured = [j for j in np.argsort(-np.nan_to_num(score, nan=-1.0)).tolist() if not np.isnan(score[j])]
-    return tuple(
-        Evidence(
-            signal=evidence.signal[row][j],
-            observed=float(evidence.observed[row, j]),
-            baseline=float(evidence.baseline[row, j]),
-            score=float(score[j]),
-        )
-        for j in measured[:EVIDENCE_PER_CAUSE]
-    )
+    score = evidence.score[row].tolist()
+    measured = sorted((j for j, v in enumerate(score) if v == v), key=lambda j: -score[j])  # v == v: not NaN
+    observed, baseline, labels = evidence.observed[row].tolist(), evidence.baseline[row].tolist(), evidence.signal[row]
+    return tuple(Evidence(labels[j], observed[j], baseline[j], score[j]) for j in measured[:EVIDENCE_PER_CAUSE])

@@ -18,6 +18,8 @@ import numpy.typing as npt
 
 Array = npt.NDArray[np.float64]
 MIN_WEIGHT = 3.0  # observations each segment needs before a split counts
+COARSE_STEP = 3  # the screening pass scores every third split
+REFINE_ABOVE = 1.5  # rows whose screening statistic reaches this are searched at every split
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,29 @@ def _segment_sums(y: Array, w: Array) -> tuple[Array, Array, Array]:
     return np.cumsum(w, axis=1), np.cumsum(wy, axis=1), np.cumsum(wyy, axis=1)
 
 
+def _best_split(
+    sums: tuple[Array, Array, Array, Array],
+    splits: npt.NDArray[np.intp],
+    direction: int,
+    floor: Array | float,
+) -> tuple[npt.NDArray[np.intp], Array, Array, Array]:
+    """Per row: the best of `splits`, and the baseline mean, observed mean and statistic there.
+    `sums` are the cumulative weights, weighted values and squares, and the windows with data."""
+    cw, cwy, cwyy, nonzero = sums
+    total_w, total_wy, total_wyy = cw[:, -1:], cwy[:, -1:], cwyy[:, -1:]
+    wb, wyb, wyyb = cw[:, splits - 1], cwy[:, splits - 1], cwyy[:, splits - 1]
+    wa, wya, wyya = total_w - wb, total_wy - wyb, total_wyy - wyyb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mb, ma = wyb / wb, wya / wa
+        scatter = (wyyb - wyb * mb) + (wyya - wya * ma)
+        sigma2 = np.maximum(np.nan_to_num(scatter / np.maximum(nonzero - 2, 1)), floor)
+        stat = (ma - mb) / np.sqrt(sigma2 / wb + sigma2 / wa)
+    stat = np.where((wb >= MIN_WEIGHT) & (wa >= MIN_WEIGHT) & np.isfinite(stat), stat, 0.0)
+    best = np.argmax(stat * direction if direction else np.abs(stat), axis=1)
+    pick = np.arange(stat.shape[0])
+    return splits[best], np.nan_to_num(mb[pick, best]), np.nan_to_num(ma[pick, best]), stat[pick, best]
+
+
 def mean_shift(
     y: Array,
     w: Array,
@@ -48,31 +73,24 @@ def mean_shift(
     """The strongest shift of each row with its onset in windows [first, last].
 
     `direction` +1 looks for increases, -1 for decreases, 0 for either (the score keeps its
-    sign). `variance_floor` is a per-observation variance, per row or for all."""
+    sign). `variance_floor` is a per-observation variance, per row or for all. Every row is
+    first scored on every `COARSE_STEP`-th split; only rows that shift there are searched at
+    every split (most rows of a large graph are healthy)."""
     rows, windows = y.shape
     w = np.where(np.isfinite(y), w, 0.0)
     cw, cwy, cwyy = _segment_sums(y, w)
-    total_w, total_wy, total_wyy = cw[:, -1:], cwy[:, -1:], cwyy[:, -1:]
+    sums = (cw, cwy, cwyy, np.count_nonzero(w > 0, axis=1).astype(np.float64)[:, None])
     splits = np.arange(max(first, 1), min(last, windows - 1) + 1)
     if splits.shape[0] == 0:
         zeros = np.zeros(rows)
         return Shift(np.full(rows, max(first, 0), np.int64), zeros, zeros, zeros)
-    wb, wyb, wyyb = cw[:, splits - 1], cwy[:, splits - 1], cwyy[:, splits - 1]
-    wa, wya, wyya = total_w - wb, total_wy - wyb, total_wyy - wyyb
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mb, ma = wyb / wb, wya / wa
-        scatter = (wyyb - wyb * mb) + (wyya - wya * ma)
-        nonzero = np.cumsum(w > 0, axis=1)[:, -1:]
-        sigma2 = np.maximum(np.nan_to_num(scatter / np.maximum(nonzero - 2, 1)), variance_floor)
-        stat = (ma - mb) / np.sqrt(sigma2 / wb + sigma2 / wa)
-    valid = (wb >= MIN_WEIGHT) & (wa >= MIN_WEIGHT) & np.isfinite(stat)
-    stat = np.where(valid, stat, 0.0)
-    oriented = stat * direction if direction else np.abs(stat)
-    best = np.argmax(oriented, axis=1)
-    pick = np.arange(rows)
-    return Shift(
-        onset=splits[best].astype(np.int64),
-        baseline=np.nan_to_num(mb[pick, best]),
-        observed=np.nan_to_num(ma[pick, best]),
-        score=stat[pick, best],
-    )
+    floor = variance_floor
+    if isinstance(floor, np.ndarray):
+        floor = np.broadcast_to(floor, (rows, 1))
+    onset, baseline, observed, score = _best_split(sums, splits[::COARSE_STEP], direction, floor)
+    fine = np.flatnonzero(np.abs(score) >= REFINE_ABOVE)
+    if fine.shape[0] and COARSE_STEP > 1:
+        f_floor = floor[fine] if isinstance(floor, np.ndarray) else floor
+        refined = _best_split((cw[fine], cwy[fine], cwyy[fine], sums[3][fine]), splits, direction, f_floor)
+        onset[fine], baseline[fine], observed[fine], score[fine] = refined
+    return Shift(onset.astype(np.int64), baseline, observed, score)

@@ -10,6 +10,7 @@ contract's thresholds where it names them. Unmeasurable classes are NaN.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,14 +52,38 @@ class NodeEvidence:
         return self.nodes.index(node)
 
 
+@dataclass(frozen=True, slots=True)
+class _Labels:
+    """What rows measured, named only for the rows that end up as evidence: `prefix:name`."""
+
+    prefix: str
+    index: Index  # per row, the id `name` names; -1 for the bare prefix
+    name: Callable[[int], str] = str
+
+    def __len__(self) -> int:
+        return int(self.index.shape[0])
+
+    def at(self, row: int) -> str:
+        i = int(self.index[row])
+        name = self.name(i) if i >= 0 else ""
+        return f"{self.prefix}:{name}" if name else self.prefix
+
+
 @dataclass(slots=True)
 class _Rows:
     """Row-level shifts of one class, before they are reduced to nodes."""
 
     node: Index
     shift: Shift
-    label: list[str]
+    labels: list[_Labels]
     score: Array
+
+    def label(self, row: int) -> str:
+        for part in self.labels:
+            if row < len(part):
+                return part.at(row)
+            row -= len(part)
+        raise IndexError(row)
 
 
 def _per_window_mean(total: Array, count: Array) -> Array:
@@ -83,9 +108,12 @@ class _Extractor:
     def shift(self, y: Array, w: Array, direction: int, floor: Array | float) -> Shift:
         return mean_shift(y, w, first=self.first, last=self.last, direction=direction, variance_floor=floor)
 
-    def op_label(self, nodeop: Index, prefix: str) -> list[str]:
-        ops = self.names.ops
-        return [f"{prefix}:{ops[int(o)]}" if ops[int(o)] else prefix for o in self.op_of[nodeop].tolist()]
+    def _nodeop_name(self, nodeop: int) -> str:
+        node, op = self.names.nodes[int(self.node_of[nodeop])], self.names.ops[int(self.op_of[nodeop])]
+        return f"{node}:{op}" if op else node
+
+    def op_label(self, nodeop: Index, prefix: str) -> _Labels:
+        return _Labels(prefix, self.op_of[nodeop], self.names.ops.__getitem__)
 
     # -- service and virtual nodes ---------------------------------------------------------
 
@@ -108,7 +136,7 @@ class _Extractor:
             peer_calls = s[:, :, EdgeSum.PEER_CALLS]
             mean = _per_window_mean(s[:, :, EdgeSum.PEER_DURATION], peer_calls)
             log_peer = np.log(np.maximum(mean, LATENCY_FLOOR_S))
-            label = [f"client_time_s:{self.names.nodes[int(n)]}" for n in callee_node[virtual].tolist()]
+            label = _Labels("client_time_s", callee_node[virtual], self.names.nodes.__getitem__)
             rows_latency.append((callee_node[virtual], log_peer, peer_calls, label))
             peer_errors = _per_window_mean(s[:, :, EdgeSum.PEER_ERRORS], peer_calls)
             rows_errors.append((callee_node[virtual], peer_errors, peer_calls, label))
@@ -146,18 +174,14 @@ class _Extractor:
         per_call = _per_window_mean(calls, caller_calls)
         mean = np.nansum(calls, axis=1) / np.maximum(np.nansum(caller_calls, axis=1), 1.0)
         floor = np.maximum(mean, 0.02)[:, None]  # Poisson: variance of a count per call ~ its mean
-        callee = self.node_of[edges.keys & 0xFFFFFFFF]
-        label = [
-            f"calls_per_request:{self.names.nodes[int(n)]}:{self.names.ops[int(o)]}"
-            for n, o in zip(callee.tolist(), self.op_of[edges.keys & 0xFFFFFFFF].tolist(), strict=True)
-        ]
+        label = _Labels("calls_per_request", edges.keys & 0xFFFFFFFF, self._nodeop_name)
         rows = self._rows([(self.node_of[caller_op], per_call, caller_calls, label)], 0, floor, None)
         rows.score = np.abs(rows.score)
         return rows
 
     def _rows(
         self,
-        parts: list[tuple[Index, Array, Array, list[str]]],
+        parts: list[tuple[Index, Array, Array, _Labels]],
         direction: int,
         floor: Array | float,
         transform: object,
@@ -168,7 +192,7 @@ class _Extractor:
         node = np.concatenate([p[0] for p in parts])
         y = np.concatenate([p[1] for p in parts])
         w = np.concatenate([p[2] for p in parts])
-        labels = [label for p in parts for label in p[3]]
+        labels = [p[3] for p in parts]
         shift = self.shift(y, w, direction, floor)
         if transform is np.exp:
             shift = Shift(shift.onset, np.exp(shift.baseline), np.exp(shift.observed), shift.score)
@@ -188,7 +212,7 @@ class _Extractor:
         scale = np.nanmean(np.abs(mean), axis=1) if mean.shape[0] else np.zeros(0)
         floor = np.maximum(np.nan_to_num(within), (0.02 * np.nan_to_num(scale)) ** 2 + 1e-18)[:, None]
         nodes = table.keys[mine] >> 8
-        label = [signal.name.lower()] * int(nodes.shape[0])
+        label = _Labels(signal.name.lower(), np.full(nodes.shape[0], -1, np.int64))
         return self._rows([(nodes, mean, count, label)], direction, floor, None)
 
     def inversion(self) -> _Rows:
@@ -211,9 +235,8 @@ class _Extractor:
             o[:, :, SignalSum.SUM].sum(axis=1) / np.maximum(no.sum(axis=1), 1.0)
         ) ** 2
         floor = np.maximum(var, 1e-8)[:, None]
-        return self._rows(
-            [(nodes, difference, weight, ["queue_wait_urgent_minus_ordinary_s"] * len(nodes))], 1, floor, None
-        )
+        label = _Labels("queue_wait_urgent_minus_ordinary_s", np.full(nodes.shape[0], -1, np.int64))
+        return self._rows([(nodes, difference, weight, label)], 1, floor, None)
 
 
 def _gate(rows: _Rows, healthy: float, faulty: float) -> None:
@@ -230,7 +253,7 @@ def _merge(a: _Rows, b: _Rows) -> _Rows:
         np.concatenate([a.shift.observed, b.shift.observed]),
         np.concatenate([a.shift.score, b.shift.score]),
     )
-    return _Rows(np.concatenate([a.node, b.node]), shift, [*a.label, *b.label], np.concatenate([a.score, b.score]))
+    return _Rows(np.concatenate([a.node, b.node]), shift, [*a.labels, *b.labels], np.concatenate([a.score, b.score]))
 
 
 def _class_rows(x: _Extractor) -> dict[Fault, tuple[_Rows, bool]]:
@@ -263,8 +286,8 @@ def _class_rows(x: _Extractor) -> dict[Fault, tuple[_Rows, bool]]:
 def extract_evidence(graph: ServiceGraph, *, start_ns: int, end_ns: int, history_ns: int = 0) -> NodeEvidence:
     """Evidence over the incident window [start_ns, end_ns): change points lie inside it, the
     baseline may reach `history_ns` further back where the graph still holds windows."""
-    series = window_series(graph, start_ns - history_ns, end_ns)
-    first = max(MIN_BASELINE_WINDOWS, start_ns // graph.window_ns - series.first)
+    series = window_series(graph, start_ns - history_ns, start_ns, end_ns)
+    first = 1 if series.history else MIN_BASELINE_WINDOWS
     x = _Extractor(graph, series, first)
     rows = _class_rows(x)
     present = np.unique(np.concatenate([r.node for r, _ in rows.values()] + [_edge_nodes(x)]))
@@ -291,7 +314,7 @@ def extract_evidence(graph: ServiceGraph, *, start_ns: int, end_ns: int, history
         baseline[node_rows, j] = r.shift.baseline[best]
         onset[node_rows, j] = [series.start_ns(int(k)) for k in r.shift.onset[best].tolist()]
         for i, b in zip(node_rows.tolist(), best.tolist(), strict=True):
-            labels[i][j] = r.label[b]
+            labels[i][j] = r.label(b)
     names = graph.names
     owners = np.asarray([names.owners[int(i)] for i in present.tolist()], np.int64)
     owner_row = np.searchsorted(present, owners)

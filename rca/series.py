@@ -2,7 +2,9 @@
 
 `window_series` stacks the keyed tables of consecutive event-time windows into arrays of shape
 (rows, windows, columns): one row per node-operation, per caller → callee operation edge and per
-node signal, so every later statistic is a vectorised reduction over the window axis.
+node signal, so every later statistic is a vectorised reduction over the window axis. History
+before the window of interest is merged into one leading column: it is only ever baseline, and
+the cost of every statistic grows with the number of columns.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ class Table:
 
 @dataclass(frozen=True, slots=True)
 class WindowSeries:
-    """Node-operation, edge and signal tables over `windows` consecutive windows from `first`."""
+    """Node-operation, edge and signal tables: an optional merged history column, then one column
+    per window from `first`."""
 
     first: int
     window_ns: int
+    history: bool  # whether column 0 is the merged history before `first`
     ops: Table  # key: node-operation id; columns OpSum
     edges: Table  # key: caller node-op << 32 | callee node-op; columns EdgeSum
     signals: Table  # key: node << 8 | Signal; columns SignalSum
@@ -40,29 +44,35 @@ class WindowSeries:
     def windows(self) -> int:
         return int(self.ops.sums.shape[1])
 
-    def start_ns(self, window: int) -> int:
-        return (self.first + window) * self.window_ns
+    def start_ns(self, column: int) -> int:
+        return (self.first + column - int(self.history)) * self.window_ns
 
 
-def _stack(tables: list[KeyedTable | None], columns: int) -> Table:
-    views = [t.view() if t is not None else None for t in tables]
-    keys = np.unique(np.concatenate([v[0] for v in views if v is not None] or [np.zeros(0, np.int64)]))
+def _stack(tables: list[list[KeyedTable]], columns: int) -> Table:
+    """One column per list of tables (summed), keyed by the union of their keys."""
+    views = [[t.view() for t in column] for column in tables]
+    every = [v[0] for column in views for v in column]
+    keys = np.unique(np.concatenate(every)) if every else np.zeros(0, np.int64)
     sums = np.zeros((keys.shape[0], len(tables), columns))
-    for w, view in enumerate(views):
-        if view is not None and view[0].shape[0]:
-            sums[np.searchsorted(keys, view[0]), w] = view[1]
+    for w, column in enumerate(views):
+        for view in column:
+            if view[0].shape[0]:
+                sums[np.searchsorted(keys, view[0]), w] += view[1]
     return Table(keys, sums)
 
 
-def window_series(graph: ServiceGraph, start_ns: int, end_ns: int) -> WindowSeries:
-    """The windows overlapping [start_ns, end_ns) (parents resolved first); missing windows are zeros."""
+def window_series(graph: ServiceGraph, history_ns: int, start_ns: int, end_ns: int) -> WindowSeries:
+    """The windows overlapping [start_ns, end_ns), one column each, after one column merging the
+    windows of [history_ns, start_ns) if there are any (parents resolved first)."""
     graph.resolve()
     first, last = start_ns // graph.window_ns, max(start_ns, end_ns - 1) // graph.window_ns
-    aggregates = [graph.windows.get(w) for w in range(first, last + 1)]
+    past = [a for w, a in graph.windows.items() if history_ns // graph.window_ns <= w < first]
+    columns = ([past] if past else []) + [[a] if (a := graph.windows.get(w)) else [] for w in range(first, last + 1)]
     return WindowSeries(
         first=first,
         window_ns=graph.window_ns,
-        ops=_stack([a.ops if a else None for a in aggregates], len(OpSum)),
-        edges=_stack([a.edges if a else None for a in aggregates], len(EdgeSum)),
-        signals=_stack([a.signals if a else None for a in aggregates], len(SignalSum)),
+        history=bool(past),
+        ops=_stack([[a.ops for a in c] for c in columns], len(OpSum)),
+        edges=_stack([[a.edges for a in c] for c in columns], len(EdgeSum)),
+        signals=_stack([[a.signals for a in c] for c in columns], len(SignalSum)),
     )
