@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-TEST_DEBS := prometheus-alertmanager postgresql
+TEST_DEBS := prometheus-alertmanager postgresql chromium
 
 .PHONY: demo test test-deps lint bench clean
 
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m benchmarks.demo
+	$(BIN)/rca demo
 
 # Debian packages some tests use (they skip when missing): installed as root with apt, best effort.
 test-deps:

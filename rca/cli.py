@@ -33,6 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="OTLP protobuf (.pb), OTLP/JSON or Jaeger JSON, gzipped or not",
     )
     analyze.add_argument("--alerts", metavar="FILE", help="Alertmanager webhook body: alerting services and window")
+    demo = sub.add_parser("demo", help="the whole story in a minute: serve, simulated traffic, a fault, the causes")
+    demo.add_argument("--scenario", default="llm-gpu_memory_bandwidth", help="see simulate --list")
+    demo.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    demo.add_argument("--rate", type=float, default=0.5, help="mean requests per second (default 0.5)")
+    demo.add_argument("--http", default="127.0.0.1:0", metavar="HOST:PORT", help="the API's address (default: any)")
+    demo.add_argument("--keep-running", action="store_true", help="leave rca serve up until Ctrl-C")
     simulate = sub.add_parser("simulate", help="write a fault-injection case: traces, webhooks, truth.json")
     simulate.add_argument("scenario", nargs="?", metavar="SCENARIO", help="e.g. llm-gpu_memory_bandwidth (see --list)")
     simulate.add_argument("--out", metavar="DIR", help="directory to write the case into")
@@ -83,6 +89,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return analyze(args.traces, args.alerts)
     if args.command == "simulate":
         return _simulate(args)
+    if args.command == "demo":
+        from benchmarks.demo import run_demo
+
+        try:
+            return run_demo(args.scenario, args.seed, args.rate, http=args.http, keep_running=args.keep_running)
+        except ValueError as exc:
+            print(f"rca demo: {exc}", file=sys.stderr)
+            return 2
     if args.command == "bench" and args.bench_command == "ingest":
         from benchmarks.ingest import run_ingest_benchmark, run_steady_benchmark
 
