@@ -7,11 +7,13 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from api.incident_graph import incident_graph_router
 from api.incidents import incidents_router
 from api.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from api.nodegraph import node_graph
 from api.security import require_token
 from api.timeparams import parse_time_ns
+from api.ui import mount_ui
 from rca.graph import ServiceGraph
 from rca.graphview import Window, default_window, graph_between
 from rca.incident_service import IncidentService
@@ -47,6 +49,8 @@ def create_app(
     require_token(app, api_token)  # outermost: unauthenticated bodies are never read
     if incidents is not None:
         app.include_router(incidents_router(incidents))
+        app.include_router(incident_graph_router(incidents))
+        mount_ui(app, incidents)
 
     @app.get("/healthz", response_class=PlainTextResponse)
     def healthz() -> str:
@@ -62,7 +66,8 @@ def create_app(
         end: str | None = Query(None, alias="to", description="RFC3339 or epoch ms"),
     ) -> JSONResponse:
         def render(g: ServiceGraph) -> dict[str, Any]:
-            return node_graph(graph_between(g, _window(g, start, end)))
+            window = _window(g, start, end)
+            return node_graph(graph_between(g, window), (window.end_ns - window.start_ns) / 1e9)
 
         return JSONResponse(ingestor.read(render))
 

@@ -17,6 +17,8 @@ from typing import Protocol, TypeVar
 
 from rca.alerts import Alert, AlertStatus
 from rca.graph import ServiceGraph
+from rca.graphview import Window, graph_between
+from rca.incident_graph import IncidentGraph, causal_subgraph
 from rca.incidents import (
     Incident,
     IncidentCauses,
@@ -209,3 +211,14 @@ class IncidentService:
                 return IncidentCauses(incident, stored.ranking.start_ns, stored.ranking.end_ns, stored.ranking)
             start, end = self._window(incident)
             return IncidentCauses(incident, start, end, None)
+
+    def graph(self, incident_id: str, max_nodes: int | None = None) -> IncidentGraph | None:
+        """The incident's causes and its causal graph over the ranking window (`causal_subgraph`)."""
+        with self._lock:
+            causes = self.causes(incident_id)
+            if causes is None:
+                return None
+            stored = self.store.rankings([incident_id], top=0).get(incident_id)
+            alert_nodes = stored.alert_nodes if stored else ()
+            window = self.graphs.read(lambda g: graph_between(g, Window(causes.start_ns, causes.end_ns)))
+            return IncidentGraph(causes, alert_nodes, causal_subgraph(window, causes, alert_nodes, max_nodes))
