@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from api.incident_graph import incident_graph_router
 from api.incidents import incidents_router
 from api.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
+from api.metrics import ServiceMetrics, mount_metrics
 from api.nodegraph import node_graph
 from api.security import require_token
 from api.timeparams import parse_time_ns
@@ -42,6 +43,7 @@ def create_app(
     *,
     api_token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    metrics: ServiceMetrics | None = None,
 ) -> FastAPI:
     """The API; `api_token` puts bearer auth in front of all of it, `max_body_bytes` bounds every body."""
     app = FastAPI(title="rca", version="0.1.0", description="Causal root-cause inference over OpenTelemetry traces")
@@ -51,6 +53,8 @@ def create_app(
         app.include_router(incidents_router(incidents))
         app.include_router(incident_graph_router(incidents))
         mount_ui(app, incidents)
+    if metrics is not None:
+        mount_metrics(app, metrics)
 
     @app.get("/healthz", response_class=PlainTextResponse)
     def healthz() -> str:

@@ -22,6 +22,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from api.app import create_app
+from api.metrics import ServiceMetrics
 from api.schemas import WebhookBody, cause_json
 from ingest.case_files import write_case
 from ingest.files import decode_file
@@ -81,12 +82,15 @@ class Service:
         self.settings = settings
         self.graph = ServiceGraph(window_seconds=settings.window_seconds, retention_seconds=settings.retention_seconds)
         self.ingestor = Ingestor(self.graph, queue_size=settings.ingest_queue)
-        self.sink = SpanSink(self.ingestor)
+        self.metrics = ServiceMetrics()
+        self.sink = SpanSink(self.ingestor, decode_seconds=self.metrics.decode_seconds.observe)
         self.store = IncidentStore.open(settings.db)
+        ranker = self.metrics.observed(BayesianRanker())
         self.incidents = IncidentService(
-            store=self.store, ranker=BayesianRanker(), graphs=self.ingestor, lookback_seconds=settings.lookback_seconds
+            store=self.store, ranker=ranker, graphs=self.ingestor, lookback_seconds=settings.lookback_seconds
         )
-        self.api = create_app(self.ingestor, self.incidents, api_token=settings.api_token)
+        self.metrics.watch(self.sink, self.ingestor, self.store)
+        self.api = create_app(self.ingestor, self.incidents, api_token=settings.api_token, metrics=self.metrics)
         self.otlp_http = otlp_http_app(
             self.sink, max_message_bytes=settings.max_message_bytes, api_token=settings.api_token
         )

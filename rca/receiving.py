@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -21,29 +22,49 @@ class ExportOutcome:
     message: str
 
 
-class SpanSink:
-    """Hands decoded spans to the ingestor and keeps the receive/reject/drop counts."""
+@dataclass(frozen=True, slots=True)
+class SinkCounts:
+    """The running totals of a `SpanSink`, read together."""
 
-    def __init__(self, ingestor: Ingestor) -> None:
+    received: int
+    rejected: Mapping[str, int]
+    dropped: Mapping[str, int]
+    requests_refused: Mapping[str, int]
+
+
+class SpanSink:
+    """Hands decoded spans to the ingestor and keeps the receive/reject/drop counts;
+    `decode_seconds`, when given, is told how long each request took from admission to decoded."""
+
+    def __init__(self, ingestor: Ingestor, *, decode_seconds: Callable[[float], None] | None = None) -> None:
         self.ingestor = ingestor
         self._lock = threading.Lock()
         self.received = 0
         self.rejected: Counter[str] = Counter()
         self.dropped: Counter[str] = Counter()
         self.requests_refused: Counter[str] = Counter()
+        self._decode_seconds = decode_seconds
+        self._admitted = threading.local()  # perf_counter at admission, per receiver thread
 
     @contextmanager
     def admit(self) -> Iterator[None]:
         """A place for one request from decode to ack; `Overloaded` (counted) when none is free."""
         try:
             with self.ingestor.admit():
-                yield
+                self._admitted.at = time.perf_counter()
+                try:
+                    yield
+                finally:
+                    self._admitted.at = None
         except Overloaded:
             self.refuse("overload")
             raise
 
     def export(self, result: DecodeResult) -> ExportOutcome:
         """Queues the accepted spans; raises `Overloaded` (nothing kept) when full."""
+        admitted = getattr(self._admitted, "at", None)
+        if self._decode_seconds is not None and admitted is not None:
+            self._decode_seconds(time.perf_counter() - admitted)
         accepted = len(result.batch)
         try:
             self.ingestor.submit(result.batch)
@@ -61,3 +82,7 @@ class SpanSink:
         """Counts a whole request refused before decoding (malformed, oversize, bad type)."""
         with self._lock:
             self.requests_refused[reason] += 1
+
+    def counts(self) -> SinkCounts:
+        with self._lock:
+            return SinkCounts(self.received, dict(self.rejected), dict(self.dropped), dict(self.requests_refused))

@@ -27,6 +27,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    func,
     select,
     tuple_,
 )
@@ -271,6 +272,13 @@ class IncidentStore:
             query = query.where(incidents.c.status == status.value)
         with self.engine.connect() as conn:
             return [_incident(r) for r in conn.execute(query)]
+
+    def counts(self) -> dict[IncidentStatus, int]:
+        """How many incidents are in each status."""
+        query = select(incidents.c.status, func.count()).group_by(incidents.c.status)
+        with self.engine.connect() as conn:
+            found = {IncidentStatus(status): int(n) for status, n in conn.execute(query)}
+        return {status: found.get(status, 0) for status in IncidentStatus}
 
     def alerts_of(self, incident_id: str) -> list[Alert]:
         query = select(alerts).where(alerts.c.incident_id == incident_id).order_by(alerts.c.starts_at_ns, alerts.c.id)

@@ -1,0 +1,166 @@
+"""rca's own health for Prometheus (`GET /metrics`), in a registry of each service instance.
+
+Latencies are histograms observed as the work happens (decode at the receivers' `SpanSink`,
+inference where the incident service ranks); everything else is read from the core objects
+at scrape time, so nothing is counted twice: the sink's span and request counts, the ingest
+queue depth, the graph's pending/orphaned/late spans, incidents by status, and the posterior
+of the open incidents' top causes with a health gauge per service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from fastapi import FastAPI, Request, Response
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+
+from rca.graph import IngestCounts, NodeKind, ServiceGraph
+from rca.incidents import IncidentStatus
+from rca.ingestion import Ingestor
+from rca.ranking import Ranker, Ranking
+from rca.receiving import SpanSink
+from rca.store import IncidentStore
+
+DECODE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+RANKING_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+OPEN_INCIDENTS_SHOWN = 100  # newest open incidents whose causes become gauges
+CAUSES_SHOWN = 5  # top causes per open incident
+
+
+class ObservedRanker:
+    """A `Ranker` that records each ranking's inference time in a histogram."""
+
+    def __init__(self, ranker: Ranker, histogram: Histogram) -> None:
+        self._ranker = ranker
+        self._histogram = histogram
+
+    def rank(self, graph: ServiceGraph, *, alert_nodes: Sequence[str], start_ns: int, end_ns: int) -> Ranking:
+        ranking = self._ranker.rank(graph, alert_nodes=alert_nodes, start_ns=start_ns, end_ns=end_ns)
+        self._histogram.observe(ranking.inference_ms / 1000.0)
+        return ranking
+
+
+def _by_reason(name: str, documentation: str, counts: Mapping[str, int]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=["reason"])
+    for reason, value in sorted(counts.items()):
+        family.add_metric([reason], value)
+    return family
+
+
+def _services(graph: ServiceGraph) -> list[str]:
+    names = graph.names
+    return [n for n, kind in zip(names.nodes, names.kinds, strict=True) if kind is NodeKind.SERVICE]
+
+
+class _StateCollector:
+    """Reads the service's state at scrape time (prometheus_client's custom collector protocol)."""
+
+    def __init__(self, sink: SpanSink, ingestor: Ingestor, store: IncidentStore | None) -> None:
+        self.sink = sink
+        self.ingestor = ingestor
+        self.store = store
+
+    def describe(self) -> list[Metric]:
+        return []  # metrics are known only at scrape time; nothing to check at registration
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._ingest()
+        graph_counts, services = self.ingestor.read(lambda g: (g.counts(), _services(g)))
+        yield from self._graph(graph_counts)
+        if self.store is not None:
+            yield from self._incidents(self.store, services)
+
+    def _ingest(self) -> Iterator[Metric]:
+        counts = self.sink.counts()
+        yield CounterMetricFamily("rca_spans_received", "Spans accepted by the OTLP receivers.", value=counts.received)
+        yield _by_reason("rca_spans_rejected", "Spans refused one by one (OTLP partial success).", counts.rejected)
+        yield _by_reason("rca_spans_dropped", "Accepted spans not kept (the client was told to retry).", counts.dropped)
+        yield _by_reason(
+            "rca_otlp_requests_refused", "Whole OTLP export requests refused before decoding.", counts.requests_refused
+        )
+        yield GaugeMetricFamily(
+            "rca_ingest_queue_depth", "Span batches waiting for the graph writer.", self.ingestor.depth
+        )
+
+    @staticmethod
+    def _graph(counts: IngestCounts) -> Iterator[Metric]:
+        yield CounterMetricFamily("rca_graph_spans", "Spans added to the service graph.", value=counts.spans)
+        yield GaugeMetricFamily("rca_graph_pending_spans", "Spans waiting for their parent span.", counts.pending)
+        yield CounterMetricFamily(
+            "rca_graph_orphaned_spans", "Spans whose parent never arrived within the wait.", value=counts.orphaned
+        )
+        yield CounterMetricFamily(
+            "rca_graph_late_spans", "Spans older than the retention when they arrived.", value=counts.outside_retention
+        )
+
+    @staticmethod
+    def _incidents(store: IncidentStore, services: list[str]) -> Iterator[Metric]:
+        incidents = GaugeMetricFamily("rca_incidents", "Incidents by status.", labels=["status"])
+        for status, count in store.counts().items():
+            incidents.add_metric([status.value], count)
+        yield incidents
+        open_ids = [i.id for i in store.incidents(IncidentStatus.OPEN, limit=OPEN_INCIDENTS_SHOWN)]
+        rankings = store.rankings(open_ids, top=CAUSES_SHOWN)
+        causes = GaugeMetricFamily(
+            "rca_node_root_cause_probability",
+            f"Posterior probability that the node is the root cause (top {CAUSES_SHOWN} of each open incident).",
+            labels=["incident", "node", "service", "fault"],
+        )
+        worst = dict.fromkeys(services, 0.0)
+        for incident_id in open_ids:
+            if incident_id not in rankings:
+                continue
+            for cause in rankings[incident_id].ranking.causes:
+                causes.add_metric([incident_id, cause.node, cause.service, cause.fault.value], cause.probability)
+                worst[cause.service] = max(worst.get(cause.service, 0.0), cause.probability)
+        yield causes
+        health = GaugeMetricFamily(
+            "rca_service_health",
+            "1 - the highest root-cause probability of the service's nodes over the open incidents.",
+            labels=["service"],
+        )
+        for service, probability in sorted(worst.items()):
+            health.add_metric([service], 1.0 - probability)
+        yield health
+
+
+class ServiceMetrics:
+    """The metrics of one `rca serve`: its own registry (not the process-global one)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.decode_seconds = Histogram(
+            "rca_otlp_decode_seconds",
+            "Time from admitting an OTLP export request to its spans decoded (gunzip included).",
+            buckets=DECODE_BUCKETS,
+            registry=self.registry,
+        )
+        self.ranking_seconds = Histogram(
+            "rca_ranking_inference_seconds",
+            "Inference time of each root-cause ranking.",
+            buckets=RANKING_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observed(self, ranker: Ranker) -> Ranker:
+        return ObservedRanker(ranker, self.ranking_seconds)
+
+    def watch(self, sink: SpanSink, ingestor: Ingestor, store: IncidentStore | None) -> None:
+        """Adds the scrape-time reading of these objects."""
+        self.registry.register(_StateCollector(sink, ingestor, store))
+
+    def exposition(self, accept: str) -> tuple[bytes, str]:
+        """The exposition in the format `accept` asks for (OpenMetrics or Prometheus text), and its type."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+
+def mount_metrics(app: FastAPI, metrics: ServiceMetrics) -> None:
+    """`GET /metrics`: the Prometheus exposition (left open by `--api-token`, as the contract says)."""
+
+    @app.get("/metrics", response_class=Response, summary="Prometheus exposition of rca's own health")
+    def prometheus(request: Request) -> Response:
+        body, content_type = metrics.exposition(request.headers.get("accept", ""))
+        return Response(body, media_type=content_type)
