@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from benchmarks.cases import BenchCase, suite_cases
 from benchmarks.peers import pagerank_ranking, threshold_ranking
+from benchmarks.rcaeval_peers import GRAPH_PEERS, SPAN_PEERS, missing_extra
 from benchmarks.serve_process import launch
 from ingest.otlp_encode import encode_batch
 from rca.graph import ServiceGraph
@@ -35,8 +36,8 @@ REPLAY_PAST_ALERT_NS = 60 * 1_000_000_000
 LOOKBACK_NS = 300 * 1_000_000_000
 START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
 PeerMethod = Callable[[ServiceGraph, Sequence[str], int, int], list[str]]
-PEERS: dict[str, PeerMethod] = {"threshold": threshold_ranking, "pagerank": pagerank_ranking}
-METHODS = ("rca", *PEERS)
+PEERS: dict[str, PeerMethod] = {"threshold": threshold_ranking, "pagerank": pagerank_ranking, **GRAPH_PEERS}
+METHODS = ("rca", *PEERS, *SPAN_PEERS)  # SPAN_PEERS rank the replayed spans themselves
 
 
 @dataclass
@@ -108,6 +109,7 @@ def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tupl
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; known: {', '.join(METHODS)}")
+    missing_extra(methods)
     scores: dict[str, _Scores] = defaultdict(_Scores)
     by_type: dict[tuple[str, str], _Scores] = defaultdict(_Scores)
     workdir = tempfile.mkdtemp(prefix="rca-bench-")
@@ -127,7 +129,12 @@ def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tupl
                         hit = None if case.truth_fault is None else fault == case.truth_fault
                     else:
                         began = time.perf_counter()
-                        ranked = PEERS[method](local, case.alert_services, start, end)
+                        peer = SPAN_PEERS.get(method)
+                        ranked = (
+                            peer(case.batches, case.alert_services, start, end)  # spans from `start` up to the cut
+                            if peer
+                            else PEERS[method](local, case.alert_services, start, end)
+                        )
                         seconds, hit = time.perf_counter() - began, None
                     for bucket in (scores[method], by_type[(method, case.fault_type)]):
                         bucket.add(ranked, case.truth_service, seconds, hit)
