@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-TEST_DEBS := prometheus-alertmanager postgresql chromium
+TEST_DEBS := prometheus-alertmanager postgresql chromium prometheus
 
 .PHONY: demo test test-deps lint bench clean
 
