@@ -84,7 +84,7 @@ def _nsigma() -> Callable[..., dict[str, Any]]:
         return e2e.nsigma  # type: ignore[no-any-return]
     source_path = Path(e2e.__path__[0]) / "__init__.py"
     tree = ast.parse(source_path.read_text())
-    keep = [
+    keep: list[ast.stmt] = [
         node
         for node in tree.body
         if isinstance(node, ast.ImportFrom | ast.Import)
@@ -141,7 +141,7 @@ def _metric_peer(method: Callable[[], Callable[..., dict[str, Any]]]) -> Callabl
     return rank
 
 
-baro_ranking = _metric_peer(lambda: _e2e("baro").baro)  # type: ignore[no-any-return]
+baro_ranking = _metric_peer(lambda: _e2e("baro").baro)
 nsigma_ranking = _metric_peer(_nsigma)
 
 

@@ -45,15 +45,26 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default 0)")
     simulate.add_argument("--rate", type=float, default=None, help="mean requests per second (default: per topology)")
     simulate.add_argument("--list", action="store_true", help="print the scenario names and exit")
-    bench = sub.add_parser("bench", help="methods side by side on the same cases (or: bench ingest)")
+    bench = sub.add_parser("bench", help="methods side by side on the same cases (or: bench ingest, bench scale)")
     bench.add_argument("--suite", default="smoke", help="smoke (CI, < 2 min), sim, nezha or full (default smoke)")
-    bench.add_argument("--methods", default="rca,threshold,pagerank", help="comma-separated (default: all)")
+    bench.add_argument(
+        "--methods",
+        default="rca,threshold,pagerank",
+        help="comma-separated (default rca,threshold,pagerank); the bench extra adds baro,nsigma,microrank,tracerca",
+    )
     bench.add_argument("--report", metavar="FILE", help="write the JSON report here")
     bench.add_argument("--plot", metavar="FILE", help="draw AC@k per method and fault type (.png or .svg)")
     bench_sub = bench.add_subparsers(dest="bench_command")
     ingest = bench_sub.add_parser("ingest", help="end-to-end OTLP/gRPC ingest rate beside bare parse and receiver")
     ingest.add_argument("--seconds", type=float, default=10.0, help="seconds per measurement (default 10)")
     ingest.add_argument("--rate", type=float, help="instead: a steady RATE spans/s for --seconds, RSS over time")
+    scale = bench_sub.add_parser("scale", help="ranking and webhook time against graph size (generated meshes)")
+    scale.add_argument("--sizes", default="50,200,1000", help="services per graph (default 50,200,1000)")
+    scale.add_argument("--rate", type=float, default=30.0, help="simulated requests/s (default 30: ~270k spans a size)")
+    scale.add_argument("--spans-per-second", type=float, default=10_000.0, help="replay pace (default 10k, 0 unpaced)")
+    scale.add_argument("--webhooks", type=int, default=20, help="webhooks per size, each a new alert (default 20)")
+    scale.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    scale.add_argument("--report", dest="scale_report", metavar="FILE", help="write the JSON report here")
     return parser
 
 
@@ -103,6 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.rate:
             return run_steady_benchmark(args.rate, args.seconds)
         return run_ingest_benchmark(args.seconds)
+    if args.command == "bench" and args.bench_command == "scale":
+        from benchmarks.scale import run_scale_benchmark
+
+        sizes = [int(n) for n in args.sizes.split(",") if n.strip()]
+        report = args.scale_report or args.report
+        return run_scale_benchmark(sizes, args.seed, args.rate, args.spans_per_second, args.webhooks, report)
     if args.command == "bench":
         from benchmarks.accuracy import run_accuracy_benchmark
 
