@@ -89,7 +89,7 @@ def _drawing(incident: IncidentGraph) -> tuple[list[NodeView], list[EdgeView], f
             id=row["id"],
             box=layout.boxes[row["id"]],
             label=_short(row["id"]),
-            sub=_short(f"{row['detail__probability']} · {row['detail__fault'] or row['detail__role']}", 27),
+            sub=_short(f"{row['detail__probability']} · {row['detail__fault'] or row['detail__role']}", 25),
             color=row["color"],
             probability=row["arc__cause"],
             highlighted=row["highlighted"],

@@ -219,6 +219,6 @@ class IncidentService:
             if causes is None:
                 return None
             stored = self.store.rankings([incident_id], top=0).get(incident_id)
-            alert_nodes = stored.alert_nodes if stored else ()
+            alert_nodes = stored.alert_nodes if stored else causes.incident.services
             window = self.graphs.read(lambda g: graph_between(g, Window(causes.start_ns, causes.end_ns)))
             return IncidentGraph(causes, alert_nodes, causal_subgraph(window, causes, alert_nodes, max_nodes))
