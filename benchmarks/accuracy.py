@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from benchmarks.cases import BenchCase, suite_cases
 from benchmarks.peers import pagerank_ranking, threshold_ranking
-from benchmarks.rcaeval_peers import GRAPH_PEERS, SPAN_PEERS, missing_extra
+from benchmarks.rcaeval_peers import GRAPH_PEERS, SPAN_PEERS, prepare
 from benchmarks.serve_process import launch
 from ingest.otlp_encode import encode_batch
 from rca.graph import ServiceGraph
@@ -109,7 +109,7 @@ def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tupl
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; known: {', '.join(METHODS)}")
-    missing_extra(methods)
+    prepare(methods)
     scores: dict[str, _Scores] = defaultdict(_Scores)
     by_type: dict[tuple[str, str], _Scores] = defaultdict(_Scores)
     workdir = tempfile.mkdtemp(prefix="rca-bench-")

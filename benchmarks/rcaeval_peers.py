@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import importlib.util
 import io
@@ -51,9 +52,9 @@ class MissingExtraError(ValueError):
     """A method needs the optional `bench` extra, which is not installed."""
 
 
-def missing_extra(methods: Sequence[str]) -> None:
-    """Raises MissingExtraError naming the extra when any of `methods` is an RCAEval peer and the
-    extra is absent."""
+def prepare(methods: Sequence[str]) -> None:
+    """Imports the RCAEval methods among `methods` (so no case pays for the import); raises
+    MissingExtraError naming the extra when it is absent."""
     wanted = [m for m in methods if m in GRAPH_PEERS or m in SPAN_PEERS]
     if not wanted:
         return
@@ -62,6 +63,8 @@ def missing_extra(methods: Sequence[str]) -> None:
         raise MissingExtraError(
             f"method(s) {', '.join(wanted)} need the optional 'bench' extra ({', '.join(absent)} missing): {EXTRA_HINT}"
         )
+    for module in ("baro", "microrank", "tracerca"):
+        _e2e(module)
 
 
 def _e2e(module: str) -> types.ModuleType:
@@ -76,6 +79,7 @@ def _e2e(module: str) -> types.ModuleType:
     return importlib.import_module(f"RCAEval.e2e.{module}")
 
 
+@functools.cache
 def _nsigma() -> Callable[..., dict[str, Any]]:
     """RCAEval's `nsigma`, compiled from `RCAEval/e2e/__init__.py` with the imports it needs."""
     _e2e("baro")  # the package module exists from here on

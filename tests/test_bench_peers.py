@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.accuracy import LOOKBACK_NS, METHODS, REPLAY_PAST_ALERT_NS, START_NS
 from benchmarks.cases import BenchCase, simulated_cases
-from benchmarks.rcaeval_peers import GRAPH_PEERS, SPAN_PEERS, MissingExtraError, missing_extra
+from benchmarks.rcaeval_peers import GRAPH_PEERS, SPAN_PEERS, MissingExtraError, prepare
 from rca.graph import ServiceGraph
 from rca.simulation.scenarios import compiled
 
@@ -49,6 +49,6 @@ def test_trace_peers_rank_the_case_services(name: str, case: tuple[BenchCase, Se
 def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "RCAEval" else real(name, *a))
-    missing_extra(["rca", "threshold"])  # no RCAEval method asked for: nothing to say
+    prepare(["rca", "threshold"])  # no RCAEval method asked for: nothing to say
     with pytest.raises(MissingExtraError, match=r"baro.*'bench' extra.*RCAEval"):
-        missing_extra(["rca", "baro"])
+        prepare(["rca", "baro"])
