@@ -151,7 +151,7 @@ def run_demo(
         print(f"  rca serve is up: OTLP/gRPC {listening['otlp_grpc']}, API {api} (data in {workdir})", file=out)
         print(
             f"  injected: {truth.fault} on {truth.node} (service {truth.service}) at {_clock(truth.inject_ns)},"
-            f" in a {truth.services}-service LLM-serving cluster",
+            f" in the simulated {truth.topology} cluster ({truth.services} services)",
             file=out,
         )
         sent_at = time.monotonic()
@@ -204,4 +204,3 @@ def _wait_for_interrupt() -> None:
         signal.signal(sig, lambda *_: stop.set())
     while not stop.wait(1.0):
         pass
-
