@@ -39,10 +39,11 @@ def single_root_model(
     root, fault = candidates[k // n_faults], k % n_faults  # (K, 1, 1)
     node = torch.arange(n_nodes).reshape(1, -1, 1)
     activation = params.tensor("activation")[fault.reshape(-1)].unsqueeze(1)  # (K, 1, F)
-    related = params.tensor("relation_weight")[relation[(k // n_faults).reshape(-1)]]  # (K, N, F)
-    weight = torch.where(node == root, activation, related)
+    relation_of = relation[(k // n_faults).reshape(-1)]  # (K, N)
+    weight = torch.where(node == root, activation, params.tensor("relation_weight")[relation_of])  # (K, N, F)
+    loc = torch.where(node == root, params.tensor("fault_loc"), params.tensor("relation_loc")[relation_of])
     with pyro.plate("nodes", n_nodes, dim=-2), pyro.plate("signals", n_faults, dim=-1):
-        density = log_healthy(score, params) + log_mixture_ratio(score, weight, params) / params.temperature
+        density = log_healthy(score, params) + log_mixture_ratio(score, weight, params, loc) / params.temperature
         pyro.factor("evidence", torch.where(mask, density, torch.zeros(())))
 
 

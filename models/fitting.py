@@ -25,6 +25,7 @@ from rca.ranking import Fault
 Case = tuple[NodeEvidence, Sequence[str], str, str]  # evidence, alerting nodes, true node, true fault
 TEMPERATURES = np.geomspace(0.25, 8.0, 31)
 MIN_SAMPLES = 3
+WEAKER = 0.5  # a related node's driven signal sits at least this much lower (log scale) than a root's
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ def fit_params(cases: Sequence[Case], initial: HealthParams) -> HealthParams:
     loc, spread = list(initial.fault_loc), list(initial.fault_scale)
     activation = [list(row) for row in initial.activation]
     relation_weight = [list(row) for row in initial.relation_weight]
+    relation_loc = [list(row) for row in initial.relation_loc]
     for f in range(N_FAULTS):
         h = healthy[:, f][~np.isnan(healthy[:, f])]
         if h.shape[0] >= MIN_SAMPLES * 10:
@@ -84,14 +86,18 @@ def fit_params(cases: Sequence[Case], initial: HealthParams) -> HealthParams:
             logs = np.log(own + 1.0)
             loc[f], spread[f] = float(logs.mean()), max(0.3, float(logs.std()))
         for k in list(Relation)[1:]:
-            above = _share_above(np.concatenate([r[k][:, f] for r in related]), 4 * scale[f])
+            scores = np.concatenate([r[k][:, f] for r in related])
+            above = _share_above(scores, 4 * scale[f])
             if not math.isnan(above):
                 relation_weight[k][f] = min(0.9, max(0.01, above - tail[f]))
+            driven = scores[scores > 4 * scale[f]]
+            spread_at = float(np.log(driven + 1.0).mean()) if driven.shape[0] >= MIN_SAMPLES else math.inf
+            relation_loc[k][f] = min(loc[f] - WEAKER, spread_at)
         for c in range(N_FAULTS):
             of_class = np.asarray([r[f] for r, k in zip(roots, labelled, strict=True) if k.fault == c])
             share = _share_above(of_class, 4 * scale[f]) if of_class.shape[0] >= MIN_SAMPLES else math.nan
             if not math.isnan(share):
-                low, high = (0.5, 0.98) if c == f else (0.02, 0.9)
+                low, high = (0.7, 0.98) if c == f else (0.02, 0.9)
                 activation[c][f] = min(high, max(low, share))
     fitted = replace(
         initial,
@@ -102,6 +108,7 @@ def fit_params(cases: Sequence[Case], initial: HealthParams) -> HealthParams:
         fault_scale=tuple(spread),
         activation=tuple(tuple(row) for row in activation),
         relation_weight=tuple(tuple(row) for row in relation_weight),
+        relation_loc=tuple(tuple(row) for row in relation_loc),
     )
     fits = [(_truth_log_likelihood(labelled, replace(fitted, temperature=float(t))), float(t)) for t in TEMPERATURES]
     return replace(fitted, temperature=max(fits)[1])

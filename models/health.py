@@ -68,6 +68,9 @@ class HealthParams:
     relation_weight: tuple[tuple[float, ...], ...] = field(
         default_factory=lambda: tuple(tuple(row) for row in _default_relations())
     )
+    # Where a related node's driven signal sits: effects weaken as they spread, so the node with
+    # the strongest signal is the likelier root. Row per relation, like `relation_weight`.
+    relation_loc: tuple[tuple[float, ...], ...] = ((math.log(5.0),) * N_FAULTS,) * 4
     temperature: float = 1.0
 
     def tensor(self, name: str) -> torch.Tensor:
@@ -83,16 +86,20 @@ def log_healthy(score: torch.Tensor, params: HealthParams) -> torch.Tensor:
     return torch.logaddexp(torch.log1p(-tail) + half_normal, torch.log(tail) + exponential)
 
 
-def log_faulty(score: torch.Tensor, params: HealthParams) -> torch.Tensor:
-    """log density of scores (..., F) of a signal a fault drives (log-normal on score + 1)."""
-    loc, scale = params.tensor("fault_loc"), params.tensor("fault_scale")
+def log_faulty(score: torch.Tensor, params: HealthParams, loc: torch.Tensor | None = None) -> torch.Tensor:
+    """log density of scores (..., F) of a signal a fault drives (log-normal on score + 1), at the
+    root's location unless `loc` says otherwise (a related node's)."""
+    loc = params.tensor("fault_loc") if loc is None else loc
+    scale = params.tensor("fault_scale")
     x = score + 1.0
     return -torch.log(x) - torch.log(scale) - 0.5 * math.log(2 * math.pi) - 0.5 * ((torch.log(x) - loc) / scale) ** 2
 
 
-def log_mixture_ratio(score: torch.Tensor, weight: torch.Tensor, params: HealthParams) -> torch.Tensor:
+def log_mixture_ratio(
+    score: torch.Tensor, weight: torch.Tensor, params: HealthParams, loc: torch.Tensor | None = None
+) -> torch.Tensor:
     """log [(w g + (1 - w) h) / h] per score: what a state with fault weight `w` adds over health."""
-    log_lr = log_faulty(score, params) - log_healthy(score, params)
+    log_lr = log_faulty(score, params, loc) - log_healthy(score, params)
     w = weight.clamp(1e-9, 1 - 1e-9)
     return torch.logaddexp(torch.log(w) + log_lr, torch.log1p(-w))
 
@@ -119,5 +126,6 @@ def load_params(path: Path = SHIPPED) -> HealthParams:
         fault_scale=floats("fault_scale"),
         activation=tuple(tuple(float(x) for x in row) for row in raw["activation"]),
         relation_weight=tuple(tuple(float(x) for x in row) for row in raw["relation_weight"]),
+        relation_loc=tuple(tuple(float(x) for x in row) for row in raw["relation_loc"]),
         temperature=float(raw["temperature"]),
     )

@@ -38,11 +38,11 @@ def log_posterior(score: npt.NDArray[np.float64], structure: CausalStructure, pa
     root_s, root_mask = s[cand], mask[cand]
     activation = params.tensor("activation")  # (C, F)
     root = (log_mixture_ratio(root_s[:, None, :], activation[None, :, :], params) * root_mask[:, None, :]).sum(-1)
-    weights = params.tensor("relation_weight")  # (relations, F)
+    weights, locs = params.tensor("relation_weight"), params.tensor("relation_loc")  # (relations, F)
     relation = torch.from_numpy(structure.relation).to(torch.int64)
     likelihood = root.clone()
     for k in range(1, weights.shape[0]):
-        affected = (log_mixture_ratio(s, weights[k], params) * mask).sum(-1)  # (N,)
+        affected = (log_mixture_ratio(s, weights[k], params, locs[k]) * mask).sum(-1)  # (N,)
         likelihood += ((relation == k).to(torch.float64) @ affected)[:, None]
     logits = likelihood / params.temperature + log_prior(root_mask)
     return logits - torch.logsumexp(logits.reshape(-1), 0)
