@@ -10,6 +10,7 @@ of the open incidents' top causes with a health gauge per service.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CollectorRegistry, Histogram
@@ -160,7 +161,11 @@ class ServiceMetrics:
 def mount_metrics(app: FastAPI, metrics: ServiceMetrics) -> None:
     """`GET /metrics`: the Prometheus exposition (left open by `--api-token`, as the contract says)."""
 
-    @app.get("/metrics", response_class=Response, summary="Prometheus exposition of rca's own health")
+    formats: dict[str, Any] = {"text/plain": {}, "application/openmetrics-text": {}}
+    said = "Prometheus text, or OpenMetrics when Accept asks"
+    documented: dict[int | str, dict[str, Any]] = {200: {"description": said, "content": formats}}
+
+    @app.get("/metrics", response_class=Response, summary="rca's own health for Prometheus", responses=documented)
     def prometheus(request: Request) -> Response:
         body, content_type = metrics.exposition(request.headers.get("accept", ""))
         return Response(body, media_type=content_type)
