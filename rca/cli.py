@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             code = run_demo(args.scenario, args.seed, args.rate, http=args.http, keep_running=args.keep_running)
-        except ValueError as exc:
+        except (ValueError, RuntimeError) as exc:  # a bad scenario or rate; rca serve did not start
             print(f"rca demo: {exc}", file=sys.stderr)
             return 2
         _exit_now(code)
