@@ -9,6 +9,7 @@ of the open incidents' top causes with a health gauge per service.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from rca.ranking import Ranker, Ranking
 from rca.receiving import SpanSink
 from rca.store import IncidentStore
 
+log = logging.getLogger("rca.metrics")
 DECODE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 RANKING_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 OPEN_INCIDENTS_SHOWN = 100  # newest open incidents whose causes become gauges
@@ -71,7 +73,13 @@ class _StateCollector:
         graph_counts, services = self.ingestor.read(lambda g: (g.counts(), _services(g)))
         yield from self._graph(graph_counts)
         if self.store is not None:
-            yield from self._incidents(self.store, services)
+            try:
+                incidents = list(self._incidents(self.store, services))
+            except Exception:  # the database is away: say so, and keep the rest of the scrape
+                log.exception("reading incidents for /metrics failed")
+                incidents = []
+            yield GaugeMetricFamily("rca_store_up", "Whether the incident store answered this scrape.", bool(incidents))
+            yield from incidents
 
     def _ingest(self) -> Iterator[Metric]:
         counts = self.sink.counts()

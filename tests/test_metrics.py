@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import create_engine
 
 from api.metrics import ServiceMetrics
 from ingest.otlp_proto import decode_protobuf
@@ -105,6 +106,7 @@ def test_exposition_counts_what_the_service_did(wired: Wired) -> None:
     assert s[("rca_graph_spans_total", ())] == 3
     assert s[("rca_ranking_inference_seconds_count", ())] == 1
     assert s[("rca_ranking_inference_seconds_sum", ())] == pytest.approx(INFERENCE_MS / 1000)
+    assert s[("rca_store_up", ())] == 1
     assert s[("rca_incidents", (("status", "open"),))] == 1
     assert s[("rca_incidents", (("status", "resolved"),))] == 0
     for node, p in PROBABILITIES.items():
@@ -141,3 +143,18 @@ def test_openmetrics_when_asked(wired: Wired) -> None:
     assert content_type.startswith("application/openmetrics-text")
     assert body.endswith(b"# EOF\n")
     assert b"rca_spans_received_total 0" in body
+
+
+def test_a_failing_store_leaves_the_rest_of_the_scrape(tmp_path: Path) -> None:
+    metrics = ServiceMetrics()
+    ingestor = Ingestor(ServiceGraph())
+    try:
+        unreachable = IncidentStore(create_engine(f"sqlite:///{tmp_path}/no-such-dir/rca.db"))
+        metrics.watch(SpanSink(ingestor), ingestor, unreachable)
+        body, _ = metrics.exposition("")
+    finally:
+        ingestor.close()
+    samples = {s.name: s.value for f in text_string_to_metric_families(body.decode()) for s in f.samples}
+    assert samples["rca_store_up"] == 0
+    assert samples["rca_spans_received_total"] == 0
+    assert "rca_incidents" not in samples
