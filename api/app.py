@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, Query
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from api.errors import safe_validation_errors
 from api.incident_graph import incident_graph_router
 from api.incidents import incidents_router
-from api.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit
+from api.limits import DEFAULT_MAX_BODY_BYTES, limit_bodies
 from api.metrics import ServiceMetrics, mount_metrics
 from api.nodegraph import node_graph
 from api.security import require_token
@@ -21,11 +23,16 @@ from rca.incident_service import IncidentService
 from rca.ingestion import Ingestor
 
 
+def _invalid(name: str, value: str | None, message: str) -> RequestValidationError:
+    """A 422 in FastAPI's own shape (the one /openapi.json documents), naming the parameter."""
+    return RequestValidationError([{"type": "value_error", "loc": ("query", name), "msg": message, "input": value}])
+
+
 def _param(name: str, value: str) -> int:
     try:
         return parse_time_ns(value)
     except ValueError as exc:
-        raise HTTPException(422, detail=f"query parameter {name!r}: {exc}") from None
+        raise _invalid(name, value, f"query parameter {name!r}: {exc}") from None
 
 
 def _window(graph: ServiceGraph, start: str | None, end: str | None) -> Window:
@@ -33,7 +40,7 @@ def _window(graph: ServiceGraph, start: str | None, end: str | None) -> Window:
     end_ns = _param("to", end) if end else default.end_ns
     start_ns = _param("from", start) if start else end_ns - (default.end_ns - default.start_ns)
     if end_ns <= start_ns:
-        raise HTTPException(422, detail="query parameter 'to' must be after 'from'")
+        raise _invalid("to", end, "query parameter 'to' must be after 'from'")
     return Window(start_ns, end_ns)
 
 
@@ -47,8 +54,9 @@ def create_app(
 ) -> FastAPI:
     """The API; `api_token` puts bearer auth in front of all of it, `max_body_bytes` bounds every body."""
     app = FastAPI(title="rca", version="0.1.0", description="Causal root-cause inference over OpenTelemetry traces")
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    limit_bodies(app, max_body_bytes)
     require_token(app, api_token)  # outermost: unauthenticated bodies are never read
+    safe_validation_errors(app)
     if incidents is not None:
         app.include_router(incidents_router(incidents))
         app.include_router(incident_graph_router(incidents))

@@ -8,10 +8,16 @@ Alertmanager webhooks are small (kilobytes per alert group), so 1 MiB leaves amp
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.security import DETAIL_SCHEMA
+
 DEFAULT_MAX_BODY_BYTES = 1 << 20
+METHODS_WITH_BODIES = frozenset({"post", "put", "patch"})
 
 
 async def _too_large(send: Send, max_bytes: int) -> None:
@@ -73,3 +79,27 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+def _documented(openapi: Callable[[], dict[str, Any]], max_bytes: int) -> Callable[[], dict[str, Any]]:
+    """The OpenAPI description with the 413 on every operation that takes a body."""
+    too_large = {
+        "description": f"request body over {max_bytes} bytes",
+        "content": {"application/json": {"schema": DETAIL_SCHEMA}},
+    }
+
+    def schema() -> dict[str, Any]:
+        document = openapi()
+        for operations in document.get("paths", {}).values():
+            for method, operation in operations.items():
+                if method in METHODS_WITH_BODIES:
+                    operation.setdefault("responses", {})["413"] = too_large
+        return document
+
+    return schema
+
+
+def limit_bodies(app: FastAPI, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    """Puts `BodyLimit` in front of the app and documents its 413."""
+    app.add_middleware(BodyLimit, max_bytes=max_bytes)
+    app.openapi = _documented(app.openapi, max_bytes)  # type: ignore[method-assign]

@@ -16,6 +16,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 SCHEME = "bearer"
+DETAIL_SCHEMA = {"type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"]}
+UNAUTHORIZED = {
+    "description": "missing or wrong bearer token (`WWW-Authenticate: Bearer`)",
+    "content": {"application/json": {"schema": DETAIL_SCHEMA}},
+}
 
 
 def _header(scope: Scope, name: bytes) -> bytes:
@@ -67,9 +72,12 @@ def _documented(openapi: Callable[[], dict[str, Any]], open_paths: frozenset[str
             "description": "the token given to rca serve with --api-token",
         }
         document["security"] = [{SCHEME: []}]
-        for path in open_paths & set(document.get("paths", {})):
-            for operation in document["paths"][path].values():
-                operation["security"] = []
+        for path, operations in document.get("paths", {}).items():
+            for operation in operations.values():
+                if path in open_paths:
+                    operation["security"] = []
+                else:
+                    operation.setdefault("responses", {})["401"] = UNAUTHORIZED
         return document
 
     return schema

@@ -3,6 +3,8 @@ receivers; the loud warning when listening beyond loopback without a token."""
 
 from __future__ import annotations
 
+import io
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,8 @@ from starlette.routing import Mount, Route
 from api.app import create_app
 from api.security import OPEN_PATHS
 from models.ranker import BayesianRanker
+from rca.compose import serve
+from rca.config import HostPort, Settings
 from rca.graph import ServiceGraph
 from rca.incident_service import IncidentService
 from rca.ingestion import Ingestor
@@ -134,16 +138,22 @@ def test_serve_with_a_token_guards_api_and_both_otlp_receivers(secured: Server) 
     assert httpx.post(url, content=body, headers=authorized, timeout=10).status_code == 200
 
 
-def _stderr_of(server: Server) -> str:
-    assert stop_server(server) == 0
-    assert server.process.stderr is not None
-    return server.process.stderr.read()
-
-
 def test_warns_loudly_when_listening_beyond_loopback_without_a_token(tmp_path: Path) -> None:
     exposed = start_server(tmp_path, "--http", "0.0.0.0:0")
-    assert "WARNING: listening beyond loopback without --api-token" in _stderr_of(exposed)
-    guarded = start_server(tmp_path, "--http", "0.0.0.0:0", "--api-token", TOKEN)
-    assert "beyond loopback" not in _stderr_of(guarded)
-    loopback = start_server(tmp_path)
-    assert "beyond loopback" not in _stderr_of(loopback)
+    assert stop_server(exposed) == 0
+    assert exposed.process.stderr is not None
+    assert "WARNING: listening beyond loopback without --api-token" in exposed.process.stderr.read()
+
+
+@pytest.mark.parametrize(
+    ("http", "token", "warned"),
+    [("0.0.0.0:0", None, True), ("[::]:0", None, True), ("0.0.0.0:0", TOKEN, False), ("127.0.0.1:0", None, False)],
+)
+def test_the_warning_depends_on_the_address_and_the_token(
+    http: str, token: str | None, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In process: `serve` warns before anything starts (an unloadable --db then stops it)."""
+    settings = Settings(http=HostPort.parse(http), api_token=token, db="unloadable://")
+    with caplog.at_level(logging.WARNING, logger="rca"):
+        assert serve(settings, out=io.StringIO()) == 2
+    assert ("beyond loopback without --api-token" in caplog.text) is warned
