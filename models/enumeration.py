@@ -31,12 +31,14 @@ def single_root_model(
     relation: torch.Tensor,
     params: HealthParams,
 ) -> None:
-    """score, mask: (N, F); candidates: (R,) node rows; relation: (R, N) `Relation` codes."""
+    """score, mask: (N, F); candidates: (R,) node rows; relation: (R, R) `Relation` codes between
+    candidates. Only candidates are observed: every other node is healthy under every cause."""
+    score, mask = score[candidates], mask[candidates]
     n_nodes, n_faults = score.shape
-    prior = log_prior(mask[candidates]).reshape(-1)
+    prior = log_prior(mask).reshape(-1)
     cause = pyro.sample("cause", dist.Categorical(logits=prior), infer={"enumerate": "parallel"})
     k = cause.reshape(-1, 1, 1)
-    root, fault = candidates[k // n_faults], k % n_faults  # (K, 1, 1)
+    root, fault = k // n_faults, k % n_faults  # (K, 1, 1): a candidate position and a class
     node = torch.arange(n_nodes).reshape(1, -1, 1)
     activation = params.tensor("activation")[fault.reshape(-1)].unsqueeze(1)  # (K, 1, F)
     relation_of = relation[(k // n_faults).reshape(-1)]  # (K, N)

@@ -51,9 +51,9 @@ def _roles(case: _Labelled) -> tuple[npt.NDArray[np.float64], list[npt.NDArray[n
     """Scores of the root, and of the nodes in each relation to it (`Relation.NONE` first)."""
     position = int(np.searchsorted(case.structure.candidates, case.root))
     relation = case.structure.relation[position].copy()
-    relation[case.root] = -1
-    score = case.evidence.score
-    return score[case.root], [score[relation == k] for k in Relation]
+    relation[position] = -1
+    score = case.evidence.score[case.structure.candidates]
+    return score[position], [score[relation == k] for k in Relation]
 
 
 def _share_above(values: npt.NDArray[np.float64], threshold: float) -> float:

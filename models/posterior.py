@@ -42,7 +42,7 @@ def log_posterior(score: npt.NDArray[np.float64], structure: CausalStructure, pa
     relation = torch.from_numpy(structure.relation).to(torch.int64)
     likelihood = root.clone()
     for k in range(1, weights.shape[0]):
-        affected = (log_mixture_ratio(s, weights[k], params, locs[k]) * mask).sum(-1)  # (N,)
+        affected = (log_mixture_ratio(root_s, weights[k], params, locs[k]) * root_mask).sum(-1)  # (R,)
         likelihood += ((relation == k).to(torch.float64) @ affected)[:, None]
     logits = likelihood / params.temperature + log_prior(root_mask)
     return logits - torch.logsumexp(logits.reshape(-1), 0)

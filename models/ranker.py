@@ -65,9 +65,10 @@ class BayesianRanker:
         node_p = node_p / node_p.sum()
         fault = posterior.argmax(axis=1)
         order = np.argsort(-node_p, kind="stable")
+        rows = structure.candidates[order].tolist()
+        signals = _evidence(evidence, rows)
         causes = []
-        for rank, k in enumerate(order.tolist(), start=1):
-            row = int(structure.candidates[k])
+        for rank, (k, row, shown) in enumerate(zip(order.tolist(), rows, signals, strict=True), start=1):
             causes.append(
                 Cause(
                     rank=rank,
@@ -75,15 +76,19 @@ class BayesianRanker:
                     service=evidence.services[row],
                     fault=FAULTS[int(fault[k])],
                     probability=float(node_p[k]),
-                    evidence=_evidence(evidence, row),
+                    evidence=shown,
                     path=tuple(evidence.nodes[i] for i in structure.path(row)),
                 )
             )
         return tuple(causes)
 
 
-def _evidence(evidence: NodeEvidence, row: int) -> tuple[Evidence, ...]:
-    score = evidence.score[row].tolist()
-    measured = sorted((j for j, v in enumerate(score) if v == v), key=lambda j: -score[j])  # v == v: not NaN
-    observed, baseline, labels = evidence.observed[row].tolist(), evidence.baseline[row].tolist(), evidence.signal[row]
-    return tuple(Evidence(labels[j], observed[j], baseline[j], score[j]) for j in measured[:EVIDENCE_PER_CAUSE])
+def _evidence(evidence: NodeEvidence, rows: list[int]) -> list[tuple[Evidence, ...]]:
+    """The strongest measured signals of each row, strongest first."""
+    score = evidence.score[rows]
+    order = np.argsort(-np.nan_to_num(score, nan=-np.inf), axis=1)[:, :EVIDENCE_PER_CAUSE].tolist()
+    scores, observed, baseline = score.tolist(), evidence.observed[rows].tolist(), evidence.baseline[rows].tolist()
+    return [
+        tuple(Evidence(evidence.signal[row][j], o[j], b[j], s[j]) for j in columns if s[j] == s[j])  # not NaN
+        for row, columns, s, o, b in zip(rows, order, scores, observed, baseline, strict=True)
+    ]

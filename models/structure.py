@@ -39,7 +39,7 @@ class CausalStructure:
     """Candidates (node rows), their ancestor matrix and each one's path to an alerting node."""
 
     candidates: Index  # rows into the evidence's nodes
-    relation: npt.NDArray[np.int8]  # [r, i]: `Relation` of node row i to candidate r
+    relation: npt.NDArray[np.int8]  # [r, i]: `Relation` of candidate i to candidate r
     predecessor: Index  # BFS tree from the alerting nodes: parent of each node row, -1 at roots
 
     def path(self, node: int) -> list[int]:
@@ -71,24 +71,28 @@ def causal_structure(
     candidates = np.sort(order[order != source]).astype(np.int64)
     predecessor = predecessor[:n_nodes].astype(np.int64)
     predecessor[(predecessor == source) | (predecessor < 0)] = -1
-    direct = adjacency[:n_nodes, :n_nodes].toarray() > 0
+    # Every node related to a candidate is a candidate itself (callers on the way, callees,
+    # peers under a common caller are all reachable), so relations are candidate × candidate.
     inner = adjacency[:n_nodes, :n_nodes][candidates][:, candidates]
+    direct = inner.toarray() > 0
     reach = np.isfinite(shortest_path(inner, directed=True, unweighted=True))
-    np.fill_diagonal(reach, False)
-    relation = np.zeros((candidates.shape[0], n_nodes), np.int8)
-    if collective is not None and owner is not None and collective.any():
-        worker = owner[candidates]
-        shared_caller = (direct[:, collective].T.astype(np.int64) @ direct.astype(np.int64)) > 0  # (collective, N)
-        peers = np.zeros((n_nodes, n_nodes), np.bool_)
-        peers[np.flatnonzero(collective)] = shared_caller & collective[None, :]
+    relation = np.zeros((candidates.shape[0], candidates.shape[0]), np.int8)
+    if collective is not None and owner is not None and collective[candidates].any():
+        mine = collective[candidates]
+        position = np.searchsorted(candidates, owner[candidates])
+        known = (position < candidates.shape[0]) & (
+            candidates[np.minimum(position, len(candidates) - 1)] == owner[candidates]
+        )
+        worker = np.where(known, position, np.arange(candidates.shape[0]))  # each candidate's owning worker
+        shared_caller = (direct[:, mine].T.astype(np.int32) @ direct.astype(np.int32)) > 0  # (collective, R)
+        peers = np.zeros(relation.shape, np.bool_)
+        peers[np.flatnonzero(mine)] = shared_caller & mine[None, :]
         relation[peers[worker]] = Relation.PEER
         relation[np.arange(candidates.shape[0]), worker] = Relation.NONE
     if virtual is not None:
-        relation[direct[candidates] & virtual[None, :]] = Relation.MEASURED
-    block = relation[:, candidates]
-    block[reach.T] = Relation.ANCESTOR  # reach[i, r]: i reaches r, so i is r's ancestor
-    relation[:, candidates] = block
-    relation[np.arange(candidates.shape[0]), candidates] = Relation.NONE
+        relation[direct & virtual[candidates][None, :]] = Relation.MEASURED
+    relation[reach.T] = Relation.ANCESTOR  # reach[i, r]: i reaches r, so i is r's ancestor
+    np.fill_diagonal(relation, Relation.NONE)
     return CausalStructure(candidates, relation, predecessor)
 
 

@@ -290,7 +290,8 @@ def extract_evidence(graph: ServiceGraph, *, start_ns: int, end_ns: int, history
     first = 1 if series.history else MIN_BASELINE_WINDOWS
     x = _Extractor(graph, series, first)
     rows = _class_rows(x)
-    present = np.unique(np.concatenate([r.node for r, _ in rows.values()] + [_edge_nodes(x)]))
+    pairs = _edge_pairs(x)
+    present = np.unique(np.concatenate([r.node for r, _ in rows.values()] + [pairs.reshape(-1)]))
     n = present.shape[0]
     score = np.full((n, N_FAULTS), np.nan)
     observed, baseline = np.full((n, N_FAULTS), np.nan), np.full((n, N_FAULTS), np.nan)
@@ -329,7 +330,7 @@ def extract_evidence(graph: ServiceGraph, *, start_ns: int, end_ns: int, history
         baseline=baseline,
         onset_ns=onset,
         signal=tuple(tuple(row) for row in labels),
-        edges=_edges(x, present),
+        edges=np.searchsorted(present, pairs).astype(np.int64).reshape(-1, 2),
     )
 
 
@@ -342,12 +343,3 @@ def _edge_pairs(x: _Extractor) -> Index:
     pairs = np.stack([x.node_of[edges.keys >> 32], x.node_of[edges.keys & 0xFFFFFFFF]], axis=1)[calls > 0]
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
     return np.unique(pairs, axis=0) if pairs.shape[0] else pairs
-
-
-def _edge_nodes(x: _Extractor) -> Index:
-    return _edge_pairs(x).reshape(-1)
-
-
-def _edges(x: _Extractor, present: Index) -> Index:
-    pairs = _edge_pairs(x)
-    return np.searchsorted(present, pairs).astype(np.int64).reshape(-1, 2)

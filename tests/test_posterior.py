@@ -71,7 +71,7 @@ def test_candidates_are_what_the_alerting_node_depends_on() -> None:
     structure = causal_structure(4, np.array([[0, 1], [2, 3]]), [0])
     assert structure.candidates.tolist() == [0, 1]
     assert structure.path(1) == [1, 0]
-    assert structure.relation[1].tolist() == [Relation.ANCESTOR, Relation.NONE, Relation.NONE, Relation.NONE]
+    assert structure.relation.tolist() == [[Relation.NONE, Relation.NONE], [Relation.ANCESTOR, Relation.NONE]]
 
 
 def test_svi_finds_two_simultaneous_roots() -> None:
