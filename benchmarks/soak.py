@@ -1,0 +1,331 @@
+"""A bounded soak test of `rca serve` on loopback: `python -m benchmarks.soak --seconds N`.
+
+Spans of a simulated shop go over OTLP/gRPC at a target rate (re-timed round after round, so
+event time moves on and the graph's retention keeps evicting), with an Alertmanager webhook every
+few seconds (a new firing alert, and the previous one resolved). Clients retry UNAVAILABLE like an
+OTLP exporter. It samples the server's RSS, times each webhook, and at the end compares the spans
+acknowledged to the server with those it counted (`/metrics`): none may be lost. It stops by
+itself and prints a JSON report (RSS over time, webhook p50/p95 per minute, span counts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import grpc
+import httpx
+import numpy as np
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from benchmarks.serve_process import launch
+from ingest.otlp_encode import encode_batch
+from rca.alerts import format_rfc3339
+from rca.simulation import simulate
+
+METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+def span_count(request: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What the server said to one export, after retries: spans accepted and rejected."""
+
+    accepted: int
+    rejected: int
+    retries: int
+
+
+def export(call: grpc.UnaryUnaryMultiCallable, body: bytes, spans: int, *, max_retries: int = 10_000) -> Exported:
+    """Sends one export, retrying UNAVAILABLE (as OTLP exporters do, with a short backoff)."""
+    for attempt in range(max_retries + 1):
+        try:
+            reply = ExportTraceServiceResponse.FromString(call(body, timeout=30))
+        except grpc.RpcError as exc:
+            if exc.code() not in RETRYABLE or attempt == max_retries:
+                raise
+            time.sleep(min(0.2, 0.005 * (attempt + 1)))
+            continue
+        rejected = int(reply.partial_success.rejected_spans)
+        return Exported(spans - rejected, rejected, attempt)
+    raise AssertionError("unreachable")
+
+
+def server_metrics(api: str, headers: dict[str, str] | None = None) -> dict[str, float]:
+    """`GET /metrics` as {sample name with labels: value}."""
+    text = httpx.get(f"{api}/metrics", headers=headers, timeout=30).text
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            found[f"{sample.name}{{{labels}}}" if labels else sample.name] = float(sample.value)
+    return found
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise OSError(f"no VmRSS for process {pid}")
+
+
+class Traffic:
+    """A simulated case's requests, re-timed and re-identified round after round: round r moves
+    every span `r` case-lengths on in event time and gives it fresh trace and span ids."""
+
+    def __init__(self, scenario: str = "boutique-latency", seed: int = 1, max_spans: int = 512) -> None:
+        case = simulate(scenario, seed=seed, rate=1)
+        self.templates = [
+            ExportTraceServiceRequest.FromString(m) for b in case.batches for m in encode_batch(b, max_spans)
+        ]
+        self.start_ns = case.start_ns
+        self.period_ns = case.end_ns - case.start_ns
+        self.spans_per_round = sum(span_count(t) for t in self.templates)
+        self.newest_ns = self.start_ns
+        self._lock = threading.Lock()
+
+    def requests(self) -> Iterator[tuple[bytes, int]]:
+        """(request bytes, spans) forever."""
+        for round_ in range(1, 1 << 30):
+            shift = round_ * self.period_ns
+            prefix = round_.to_bytes(4, "big")
+            for template in self.templates:
+                request = ExportTraceServiceRequest()
+                request.CopyFrom(template)
+                newest = 0
+                for rs in request.resource_spans:
+                    for ss in rs.scope_spans:
+                        for s in ss.spans:
+                            s.start_time_unix_nano += shift
+                            s.end_time_unix_nano += shift
+                            s.trace_id = prefix + s.trace_id[4:]
+                            s.span_id = prefix + s.span_id[4:]
+                            if s.parent_span_id:
+                                s.parent_span_id = prefix + s.parent_span_id[4:]
+                            newest = max(newest, s.start_time_unix_nano)
+                with self._lock:
+                    self.newest_ns = max(self.newest_ns, newest)
+                yield request.SerializeToString(), span_count(request)
+
+
+@dataclass
+class Counts:
+    acked_spans: int = 0
+    rejected_spans: int = 0
+    requests: int = 0
+    retries: int = 0
+    failures: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class WebhookTiming:
+    at_s: float
+    ms: float
+    status: int
+
+
+@dataclass(frozen=True)
+class SoakReport:
+    seconds: float
+    target_spans_per_s: float
+    achieved_spans_per_s: float
+    acked_spans: int
+    received_spans: int
+    graph_spans: int
+    lost_spans: int
+    rejected_spans: int
+    export_requests: int
+    export_retries: int
+    refused_overload: int
+    webhooks: int
+    webhook_errors: int
+    webhook_minutes: list[dict[str, float]]
+    rss_mb: list[tuple[float, float]]  # (seconds since start, MB)
+    rss_middle_third_mb: float
+    rss_last_third_mb: float
+    server_exit: int
+    failures: list[str]
+
+
+def _send(traffic: Iterator[tuple[bytes, int]], feed: threading.Lock, address: str, rate: float,
+          started: float, counts: Counts, stop: threading.Event) -> None:  # fmt: skip
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary(METHOD)
+        while not stop.is_set():
+            with feed:
+                body, spans = next(traffic)
+                with counts.lock:
+                    offered = counts.acked_spans + counts.rejected_spans
+                wait = offered / rate - (time.monotonic() - started)
+            if wait > 0:
+                time.sleep(wait)
+            try:
+                result = export(call, body, spans)
+            except grpc.RpcError as exc:
+                with counts.lock:
+                    counts.failures.append(f"export: {exc.code()}: {exc.details()}")
+                return
+            with counts.lock:
+                counts.acked_spans += result.accepted
+                counts.rejected_spans += result.rejected
+                counts.requests += 1
+                counts.retries += result.retries
+
+
+def _alert(fingerprint: str, status: str, starts_ns: int) -> dict[str, object]:
+    return {
+        "status": status,
+        "labels": {"alertname": "HighLatency", "service": "frontend", "severity": "warning"},
+        "annotations": {"summary": "soak"},
+        "startsAt": format_rfc3339(starts_ns),
+        "endsAt": format_rfc3339(starts_ns + 1) if status == "resolved" else "0001-01-01T00:00:00Z",
+        "fingerprint": fingerprint,
+    }
+
+
+def _webhooks(api: str, traffic: Traffic, every_s: float, started: float, timings: list[WebhookTiming],
+              stop: threading.Event) -> None:  # fmt: skip
+    previous: dict[str, object] | None = None
+    with httpx.Client(timeout=30) as client:
+        for k in range(1 << 30):
+            if stop.wait(every_s):
+                return
+            alert = _alert(f"soak{k:08x}", "firing", traffic.newest_ns)
+            alerts = [alert] + ([{**previous, "status": "resolved", "endsAt": alert["startsAt"]}] if previous else [])
+            body = {"version": "4", "status": "firing", "receiver": "rca", "alerts": alerts}
+            sent = time.perf_counter()
+            try:
+                status = client.post(f"{api}/webhooks/alertmanager", json=body).status_code
+            except httpx.HTTPError:
+                status = 0
+            ms = (time.perf_counter() - sent) * 1000
+            timings.append(WebhookTiming(time.monotonic() - started, ms, status))
+            previous = alert
+
+
+def _minutes(timings: Sequence[WebhookTiming]) -> list[dict[str, float]]:
+    rows = []
+    for minute in sorted({int(t.at_s // 60) for t in timings}):
+        ms = [t.ms for t in timings if int(t.at_s // 60) == minute and t.status == 200]
+        if ms:
+            p50, p95 = np.percentile(ms, [50, 95])
+            rows.append({"minute": minute, "webhooks": len(ms), "p50_ms": float(p50), "p95_ms": float(p95)})
+    return rows
+
+
+def _thirds(samples: Sequence[tuple[float, float]], seconds: float) -> tuple[float, float]:
+    middle = [mb for t, mb in samples if seconds / 3 <= t < 2 * seconds / 3]
+    last = [mb for t, mb in samples if t >= 2 * seconds / 3]
+    return statistics.fmean(middle or [0.0]), statistics.fmean(last or [0.0])
+
+
+def _drained(api: str, deadline_s: float = 60.0) -> dict[str, float]:
+    """Metrics once the graph has every received span (or the deadline has passed)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        found = server_metrics(api)
+        added = found.get("rca_graph_spans_total", 0.0) + found.get("rca_graph_late_spans_total", 0.0)
+        if added >= found.get("rca_spans_received_total", 0.0) or time.monotonic() > end:
+            return found
+        time.sleep(0.2)
+
+
+def run(seconds: float, rate: float, *, webhook_every_s: float = 2.0, senders: int = 2,
+        serve_args: Sequence[str] = (), db_dir: Path | None = None) -> SoakReport:  # fmt: skip
+    """Runs the soak for `seconds` against a fresh `rca serve` and returns its report."""
+    traffic = Traffic()
+    directory = db_dir or Path.cwd() / "rca-data" / "soak"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "soak.db").unlink(missing_ok=True)
+    process, announced = launch("--db", f"sqlite:///{directory}/soak.db", *serve_args)
+    api = f"http://{announced['http']}"
+    counts, timings, rss = Counts(), list[WebhookTiming](), list[tuple[float, float]]()
+    stop, feed, stream = threading.Event(), threading.Lock(), traffic.requests()
+    started = time.monotonic()
+    threads = [
+        threading.Thread(target=_send, args=(stream, feed, announced["otlp_grpc"], rate, started, counts, stop))
+        for _ in range(senders)
+    ]
+    threads.append(threading.Thread(target=_webhooks, args=(api, traffic, webhook_every_s, started, timings, stop)))
+    try:
+        for thread in threads:
+            thread.start()
+        while (elapsed := time.monotonic() - started) < seconds and process.poll() is None:
+            rss.append((round(elapsed, 2), rss_bytes(process.pid) / 1e6))
+            time.sleep(min(1.0, max(0.1, seconds / 120)))
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+        wall = time.monotonic() - started
+        found = _drained(api)
+    finally:
+        stop.set()
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            exit_code = process.wait(timeout=30)
+        except Exception:
+            process.kill()
+            exit_code = process.wait()
+    received = int(found.get("rca_spans_received_total", 0))
+    middle, last = _thirds(rss, seconds)
+    return SoakReport(
+        seconds=round(wall, 1),
+        target_spans_per_s=rate,
+        achieved_spans_per_s=round(counts.acked_spans / wall, 1),
+        acked_spans=counts.acked_spans,
+        received_spans=received,
+        graph_spans=int(found.get("rca_graph_spans_total", 0)),
+        lost_spans=counts.acked_spans - received,
+        rejected_spans=counts.rejected_spans,
+        export_requests=counts.requests,
+        export_retries=counts.retries,
+        refused_overload=int(found.get("rca_otlp_requests_refused_total{reason=overload}", 0)),
+        webhooks=sum(t.status == 200 for t in timings),
+        webhook_errors=sum(t.status != 200 for t in timings),
+        webhook_minutes=_minutes(timings),
+        rss_mb=[(t, round(mb, 1)) for t, mb in rss],
+        rss_middle_third_mb=round(middle, 1),
+        rss_last_third_mb=round(last, 1),
+        server_exit=exit_code,
+        failures=counts.failures,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=600.0, help="how long to run (default 600)")
+    parser.add_argument("--rate", type=float, default=10_000.0, help="target spans/s over OTLP/gRPC")
+    parser.add_argument("--webhook-every", type=float, default=2.0, help="seconds between webhooks")
+    parser.add_argument("--ingest-queue", type=int, default=None, help="rca serve --ingest-queue")
+    parser.add_argument("--report", type=Path, default=None, help="write the JSON report here too")
+    args = parser.parse_args(argv)
+    extra = ["--ingest-queue", str(args.ingest_queue)] if args.ingest_queue else []
+    report = run(args.seconds, args.rate, webhook_every_s=args.webhook_every, serve_args=extra)
+    text = json.dumps(asdict(report), indent=1)
+    if args.report:
+        args.report.write_text(text + "\n")
+    print(text)
+    ok = report.lost_spans == 0 and report.webhook_errors == 0 and not report.failures and report.server_exit == 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
