@@ -11,6 +11,7 @@ tensor-parallel peers), and 0 for unrelated nodes.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -111,6 +112,7 @@ def save_params(params: HealthParams, path: Path) -> None:
     path.write_text(json.dumps(asdict(params), indent=1) + "\n")
 
 
+@functools.lru_cache(maxsize=8)
 def load_params(path: Path = SHIPPED) -> HealthParams:
     """Parameters from JSON (default: the ones shipped, fitted by `python -m benchmarks.train`)."""
     raw = json.loads(path.read_text())
