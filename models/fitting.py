@@ -77,9 +77,12 @@ def fit_params(cases: Sequence[Case], initial: HealthParams) -> HealthParams:
         h = healthy[:, f][~np.isnan(healthy[:, f])]
         if h.shape[0] >= MIN_SAMPLES * 10:
             scale[f] = max(0.5, math.sqrt(float(np.median(h**2)) / 0.455))  # median of chi-square(1)
-            beyond = h[h > 4 * scale[f]]
-            tail[f] = min(0.2, max(0.002, beyond.shape[0] / h.shape[0]))
-            tail_mean[f] = float(beyond.mean()) if beyond.shape[0] >= MIN_SAMPLES else tail_mean[f]
+            threshold = 4 * scale[f]
+            beyond = h[h > threshold]
+            if beyond.shape[0] >= MIN_SAMPLES:  # an exponential tail seen above the threshold (memoryless)
+                tail_mean[f] = max(0.5, float((beyond - threshold).mean()))
+                share = beyond.shape[0] / h.shape[0] * math.exp(threshold / tail_mean[f])
+                tail[f] = min(0.3, max(0.002, share))
         own = np.asarray([r[f] for r, c in zip(roots, labelled, strict=True) if c.fault == f])
         own = own[~np.isnan(own)]
         if own.shape[0] >= MIN_SAMPLES:
