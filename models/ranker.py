@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from models.enumeration import fit_multi_root
 from models.health import HealthParams, load_params
-from models.posterior import log_posterior
-from models.structure import evidence_structure
+from models.posterior import log_posterior, observed
+from models.structure import Relation, evidence_structure
 from rca.evidence import FAULTS, NodeEvidence, extract_evidence
 from rca.graph import ServiceGraph
 from rca.ranking import Cause, Evidence, Ranking
@@ -44,9 +45,17 @@ class BayesianRanker:
         self.params_ = fit_params(cases, self.params or HealthParams())
         return self
 
+    def evidence(self, graph: ServiceGraph, *, start_ns: int, end_ns: int) -> NodeEvidence:
+        """What `rank` reasons over: the window's evidence against its baseline and history."""
+        return extract_evidence(graph, start_ns=start_ns, end_ns=end_ns, history_ns=int(self.history_seconds * 1e9))
+
+    def simultaneous(self, evidence: NodeEvidence, alert_nodes: Sequence[str]) -> list[tuple[str, float]]:
+        """The SVI variant: candidates with their fault intensity when several may be faulty."""
+        return simultaneous_roots(evidence, alert_nodes, self._active_params())
+
     def rank(self, graph: ServiceGraph, *, alert_nodes: Sequence[str], start_ns: int, end_ns: int) -> Ranking:
         began = time.perf_counter()
-        evidence = extract_evidence(graph, start_ns=start_ns, end_ns=end_ns, history_ns=int(self.history_seconds * 1e9))
+        evidence = self.evidence(graph, start_ns=start_ns, end_ns=end_ns)
         causes = self.causes(evidence, alert_nodes)
         onset = None
         if causes:
@@ -81,6 +90,19 @@ class BayesianRanker:
                 )
             )
         return tuple(causes)
+
+
+def simultaneous_roots(
+    evidence: NodeEvidence, alert_nodes: Sequence[str], params: HealthParams, *, steps: int = 300, seed: int = 0
+) -> list[tuple[str, float]]:
+    """Several root causes at once (SVI, `models.enumeration.multi_root_model`): every candidate
+    with its inferred fault intensity, strongest first."""
+    structure = evidence_structure(evidence, alert_nodes)
+    score, mask = observed(evidence.score[structure.candidates])
+    below = torch.from_numpy(structure.relation.T == Relation.ANCESTOR)  # below[i, j]: i calls j
+    intensity = fit_multi_root(score, mask, below, params, steps=steps, seed=seed).tolist()
+    ranked = sorted(zip(structure.candidates.tolist(), intensity, strict=True), key=lambda pair: -pair[1])
+    return [(evidence.nodes[row], value) for row, value in ranked]
 
 
 def _evidence(evidence: NodeEvidence, rows: list[int]) -> list[tuple[Evidence, ...]]:

@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="OTLP protobuf (.pb), OTLP/JSON or Jaeger JSON, gzipped or not",
     )
     analyze.add_argument("--alerts", metavar="FILE", help="Alertmanager webhook body: alerting services and window")
+    analyze.add_argument(
+        "--several", action="store_true", help="also infer several simultaneous root causes (SVI): 'simultaneous'"
+    )
     demo = sub.add_parser("demo", help="the whole story in a minute: serve, simulated traffic, a fault, the causes")
     demo.add_argument("--scenario", default="llm-gpu_memory_bandwidth", help="see simulate --list")
     demo.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
@@ -107,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "analyze":
         from rca.compose import analyze
 
-        return analyze(args.traces, args.alerts)
+        return analyze(args.traces, args.alerts, args.several)
     if args.command == "simulate":
         return _simulate(args)
     if args.command == "demo":
