@@ -19,8 +19,7 @@ from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO
 from pyro.infer.autoguide import AutoNormal
 from pyro.optim import Adam  # type: ignore[attr-defined]
 
-from models.health import HealthParams, log_healthy, log_mixture_ratio
-from models.posterior import log_prior
+from models.health import HealthParams, log_healthy, log_mixture_ratio, log_prior
 from models.structure import Relation
 
 
@@ -35,17 +34,18 @@ def single_root_model(
     candidates. Only candidates are observed: every other node is healthy under every cause."""
     score, mask = score[candidates], mask[candidates]
     n_nodes, n_faults = score.shape
-    prior = log_prior(mask).reshape(-1)
+    prior = log_prior(mask, torch).reshape(-1)
     cause = pyro.sample("cause", dist.Categorical(logits=prior), infer={"enumerate": "parallel"})
     k = cause.reshape(-1, 1, 1)
     root, fault = k // n_faults, k % n_faults  # (K, 1, 1): a candidate position and a class
     node = torch.arange(n_nodes).reshape(1, -1, 1)
-    activation = params.tensor("activation")[fault.reshape(-1)].unsqueeze(1)  # (K, 1, F)
+    activation = params.array("activation", torch)[fault.reshape(-1)].unsqueeze(1)  # (K, 1, F)
     relation_of = relation[(k // n_faults).reshape(-1)]  # (K, N)
-    weight = torch.where(node == root, activation, params.tensor("relation_weight")[relation_of])  # (K, N, F)
-    loc = torch.where(node == root, params.tensor("fault_loc"), params.tensor("relation_loc")[relation_of])
+    weight = torch.where(node == root, activation, params.array("relation_weight", torch)[relation_of])  # (K, N, F)
+    loc = torch.where(node == root, params.array("fault_loc", torch), params.array("relation_loc", torch)[relation_of])
     with pyro.plate("nodes", n_nodes, dim=-2), pyro.plate("signals", n_faults, dim=-1):
-        density = log_healthy(score, params) + log_mixture_ratio(score, weight, params, loc) / params.temperature
+        healthy = log_healthy(score, params, torch)
+        density = healthy + log_mixture_ratio(score, weight, params, loc, torch) / params.temperature
         pyro.factor("evidence", torch.where(mask, density, torch.zeros(())))
 
 
@@ -76,11 +76,11 @@ def multi_root_model(
     n_nodes = score.shape[0]
     with pyro.plate("nodes", n_nodes):
         intensity = pyro.sample("intensity", dist.Beta(torch.tensor(sparsity), torch.tensor(1.0)))
-    own = 1.0 - params.tensor("activation").diagonal() * intensity[:, None]  # (N, F)
-    propagation = params.tensor("relation_weight")[Relation.ANCESTOR]
+    own = 1.0 - params.array("activation", torch).diagonal() * intensity[:, None]  # (N, F)
+    propagation = params.array("relation_weight", torch)[Relation.ANCESTOR]
     spared = torch.exp(below.to(score.dtype) @ torch.log1p(-propagation * intensity[:, None]))
     weight = 1.0 - own * spared
-    pyro.factor("evidence", (log_mixture_ratio(score, weight, params) * mask).sum() / params.temperature)
+    pyro.factor("evidence", (log_mixture_ratio(score, weight, params, xp=torch) * mask).sum() / params.temperature)
 
 
 def fit_multi_root(

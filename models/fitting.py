@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from models.health import HealthParams
 from models.posterior import log_posterior
@@ -118,7 +117,7 @@ def fit_params(cases: Sequence[Case], initial: HealthParams) -> HealthParams:
 
 
 def _node_posterior(case: _Labelled, params: HealthParams) -> npt.NDArray[np.float64]:
-    probs: npt.NDArray[np.float64] = torch.exp(log_posterior(case.evidence.score, case.structure, params)).numpy()
+    probs = np.exp(log_posterior(case.evidence.score, case.structure, params))
     return np.asarray(probs.sum(axis=1), np.float64)
 
 

@@ -16,8 +16,10 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
-import torch
+import numpy as np
 
 from rca.evidence import N_FAULTS, F
 from rca.ranking import Fault
@@ -74,35 +76,44 @@ class HealthParams:
     relation_loc: tuple[tuple[float, ...], ...] = ((math.log(5.0),) * N_FAULTS,) * 4
     temperature: float = 1.0
 
-    def tensor(self, name: str) -> torch.Tensor:
-        return torch.tensor(getattr(self, name), dtype=torch.float64)
+    def array(self, name: str, xp: ModuleType = np) -> Any:
+        """A parameter as a float64 array of `xp` (numpy, or torch for the Pyro models)."""
+        return xp.asarray(getattr(self, name), dtype=xp.float64)
 
 
-def log_healthy(score: torch.Tensor, params: HealthParams) -> torch.Tensor:
+# The densities take numpy arrays (the served posterior) or torch tensors (the Pyro models) alike:
+# `xp` is the array module, and both spell these operations the same way.
+
+
+def log_healthy(score: Any, params: HealthParams, xp: ModuleType = np) -> Any:
     """log density of scores (..., F) under a healthy node."""
-    sigma = params.tensor("healthy_scale")
-    tail, mean = params.tensor("tail_weight"), params.tensor("tail_mean")
-    half_normal = math.log(2.0) - 0.5 * math.log(2 * math.pi) - torch.log(sigma) - 0.5 * (score / sigma) ** 2
-    exponential = -torch.log(mean) - score / mean
-    return torch.logaddexp(torch.log1p(-tail) + half_normal, torch.log(tail) + exponential)
+    sigma = params.array("healthy_scale", xp)
+    tail, mean = params.array("tail_weight", xp), params.array("tail_mean", xp)
+    half_normal = math.log(2.0) - 0.5 * math.log(2 * math.pi) - xp.log(sigma) - 0.5 * (score / sigma) ** 2
+    exponential = -xp.log(mean) - score / mean
+    return xp.logaddexp(xp.log1p(-tail) + half_normal, xp.log(tail) + exponential)
 
 
-def log_faulty(score: torch.Tensor, params: HealthParams, loc: torch.Tensor | None = None) -> torch.Tensor:
+def log_faulty(score: Any, params: HealthParams, loc: Any = None, xp: ModuleType = np) -> Any:
     """log density of scores (..., F) of a signal a fault drives (log-normal on score + 1), at the
     root's location unless `loc` says otherwise (a related node's)."""
-    loc = params.tensor("fault_loc") if loc is None else loc
-    scale = params.tensor("fault_scale")
+    loc = params.array("fault_loc", xp) if loc is None else loc
+    scale = params.array("fault_scale", xp)
     x = score + 1.0
-    return -torch.log(x) - torch.log(scale) - 0.5 * math.log(2 * math.pi) - 0.5 * ((torch.log(x) - loc) / scale) ** 2
+    return -xp.log(x) - xp.log(scale) - 0.5 * math.log(2 * math.pi) - 0.5 * ((xp.log(x) - loc) / scale) ** 2
 
 
-def log_mixture_ratio(
-    score: torch.Tensor, weight: torch.Tensor, params: HealthParams, loc: torch.Tensor | None = None
-) -> torch.Tensor:
+def log_mixture_ratio(score: Any, weight: Any, params: HealthParams, loc: Any = None, xp: ModuleType = np) -> Any:
     """log [(w g + (1 - w) h) / h] per score: what a state with fault weight `w` adds over health."""
-    log_lr = log_faulty(score, params, loc) - log_healthy(score, params)
-    w = weight.clamp(1e-9, 1 - 1e-9)
-    return torch.logaddexp(torch.log(w) + log_lr, torch.log1p(-w))
+    log_lr = log_faulty(score, params, loc, xp) - log_healthy(score, params, xp)
+    w = xp.clip(weight, 1e-9, 1 - 1e-9)
+    return xp.logaddexp(xp.log(w) + log_lr, xp.log1p(-w))
+
+
+def log_prior(valid: Any, xp: ModuleType = np) -> Any:
+    """Uniform over candidate nodes, then uniform over the classes measurable at each; (R, C)."""
+    per_node = xp.clip(valid.sum(-1, keepdims=True) if xp is np else valid.sum(-1, keepdim=True), 1, None)
+    return xp.where(valid, -xp.log(per_node * 1.0), -math.inf)
 
 
 SHIPPED = Path(__file__).with_name("params.json")

@@ -13,9 +13,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
-from models.enumeration import fit_multi_root
 from models.health import HealthParams, load_params
 from models.posterior import log_posterior, observed
 from models.structure import Relation, evidence_structure
@@ -69,7 +67,7 @@ class BayesianRanker:
         if not evidence.nodes:
             return ()
         structure = evidence_structure(evidence, alert_nodes)
-        posterior = torch.exp(log_posterior(evidence.score, structure, self._active_params())).numpy()
+        posterior = np.exp(log_posterior(evidence.score, structure, self._active_params()))
         node_p = posterior.sum(axis=1)
         node_p = node_p / node_p.sum()
         fault = posterior.argmax(axis=1)
@@ -97,10 +95,15 @@ def simultaneous_roots(
 ) -> list[tuple[str, float]]:
     """Several root causes at once (SVI, `models.enumeration.multi_root_model`): every candidate
     with its inferred fault intensity, strongest first."""
+    import torch  # the SVI model is Pyro's: torch loads only when it is asked for
+
+    from models.enumeration import fit_multi_root
+
     structure = evidence_structure(evidence, alert_nodes)
     score, mask = observed(evidence.score[structure.candidates])
     below = torch.from_numpy(structure.relation.T == Relation.ANCESTOR)  # below[i, j]: i calls j
-    intensity = fit_multi_root(score, mask, below, params, steps=steps, seed=seed).tolist()
+    tensors = torch.from_numpy(score), torch.from_numpy(mask)
+    intensity = fit_multi_root(*tensors, below, params, steps=steps, seed=seed).tolist()
     ranked = sorted(zip(structure.candidates.tolist(), intensity, strict=True), key=lambda pair: -pair[1])
     return [(evidence.nodes[row], value) for row, value in ranked]
 

@@ -17,7 +17,6 @@ from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import Any, TextIO
 
-import torch
 import uvicorn
 from pydantic import ValidationError
 
@@ -41,12 +40,6 @@ from rca.spans import DecodeError
 from rca.store import IncidentStore, StoreError
 
 log = logging.getLogger("rca")
-
-
-def _small_tensor_threads() -> None:
-    """The ranker's tensors are small: one intra-op thread beats threads contending for 2 cores
-    (measured 33 ms against 214 ms for the posterior of a 1000-node graph)."""
-    torch.set_num_threads(1)
 
 
 class _QuietServer(uvicorn.Server):
@@ -78,7 +71,6 @@ class Service:
     """Everything `rca serve` runs, built from `Settings`."""
 
     def __init__(self, settings: Settings) -> None:
-        _small_tensor_threads()
         self.settings = settings
         self.graph = ServiceGraph(window_seconds=settings.window_seconds, retention_seconds=settings.retention_seconds)
         self.ingestor = Ingestor(self.graph, queue_size=settings.ingest_queue)
@@ -195,7 +187,6 @@ def analyze(paths: list[str], alerts_path: str | None = None, several: bool = Fa
     With `--alerts` the alerting services and the window come from the webhook body (earliest
     startsAt less the look-back, to the newest span); without, the trace roots alert over the
     last look-back of the traces."""
-    _small_tensor_threads()
     graph = ServiceGraph(retention_seconds=10 * 365 * 86400.0)
     rejected = 0
     try:
