@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 from tqdm import tqdm
 
-from benchmarks.cases import BenchCase, suite_cases
+from benchmarks.cases import SUITES, BenchCase, suite_cases
 from benchmarks.peers import pagerank_ranking, threshold_ranking
 from benchmarks.rcaeval_peers import GRAPH_PEERS, SPAN_PEERS, prepare
 from benchmarks.serve_process import launch
@@ -106,6 +106,8 @@ def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, fl
 
 def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """Runs the suite; returns the contract's report and the per fault type breakdown."""
+    if suite not in SUITES:
+        raise ValueError(f"unknown suite {suite!r}; one of {', '.join(SUITES)}")
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; known: {', '.join(METHODS)}")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from rca.compose import analyze
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +53,16 @@ def test_analyze_with_alerts_names_the_faulty_gpu(case_dir: Path) -> None:
 
 
 def test_analyze_without_alerts_ranks_from_the_trace_roots(case_dir: Path) -> None:
-    done = _analyze("--traces", str(case_dir / "traces.json"))
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    out = io.StringIO()
+    assert analyze([str(case_dir / "traces.json")], out=out) == 0
+    report = json.loads(out.getvalue())
     assert report["alerting"] and report["causes"]
 
 
-def test_analyze_refuses_a_malformed_webhook_naming_the_field(case_dir: Path, tmp_path: Path) -> None:
+def test_analyze_refuses_a_malformed_webhook_naming_the_field(
+    case_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"version": "4", "alerts": [{"labels": {}}]}))
-    done = _analyze("--traces", str(case_dir / "traces.pb"), "--alerts", str(bad))
-    assert done.returncode == 2
-    assert "not an Alertmanager webhook body" in done.stderr
+    assert analyze([str(case_dir / "traces.pb")], str(bad), out=io.StringIO()) == 2
+    assert "not an Alertmanager webhook body" in capsys.readouterr().err
