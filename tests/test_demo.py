@@ -40,7 +40,8 @@ def test_demo_tells_the_story_and_keeps_running_until_interrupted() -> None:
         top = re.search(r"^  1\. (\S+).*: (\w+), p = (0\.\d\d|1\.00)", story, re.MULTILINE)
         assert top is not None, story
         causes_url = re.search(r"^causes as JSON: +(\S+)$", story, re.MULTILINE)
-        graph_url = re.search(r"^the causal graph: +(http://127\.0\.0\.1:\d+/ui/incidents/inc-\w+)$", story, re.MULTILINE)
+        page = r"^the causal graph: +(http://127\.0\.0\.1:\d+/ui/incidents/inc-\w+)$"
+        graph_url = re.search(page, story, re.MULTILINE)
         assert causes_url is not None and graph_url is not None, story
         causes = httpx.get(causes_url.group(1), timeout=30).json()
         assert causes["causes"][0]["node"] == top.group(1)
