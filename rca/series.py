@@ -66,6 +66,8 @@ def window_series(graph: ServiceGraph, history_ns: int, start_ns: int, end_ns: i
     windows of [history_ns, start_ns) if there are any (parents resolved first)."""
     graph.resolve()
     first, last = start_ns // graph.window_ns, max(start_ns, end_ns - 1) // graph.window_ns
+    if graph.windows:  # nothing older than retention exists: a long-open incident costs no more
+        first = min(max(first, min(graph.windows)), last)
     past = [a for w, a in graph.windows.items() if history_ns // graph.window_ns <= w < first]
     columns = ([past] if past else []) + [[a] if (a := graph.windows.get(w)) else [] for w in range(first, last + 1)]
     return WindowSeries(
