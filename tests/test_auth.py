@@ -19,13 +19,11 @@ from starlette.routing import Mount, Route
 
 from api.app import create_app
 from api.security import OPEN_PATHS
-from models.ranker import BayesianRanker
 from rca.compose import serve
 from rca.config import HostPort, Settings
 from rca.graph import ServiceGraph
-from rca.incident_service import IncidentService
 from rca.ingestion import Ingestor
-from rca.store import IncidentStore
+from tests.apiapp import api_app
 from tests.conftest import Server, start_server, stop_server
 from tests.spanfactory import request, sid, span
 
@@ -35,12 +33,8 @@ METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[FastAPI]:
-    ingestor = Ingestor(ServiceGraph())
-    store = IncidentStore.open(f"sqlite:///{tmp_path}/auth.db")
-    service = IncidentService(store=store, ranker=BayesianRanker(), graphs=ingestor)
-    yield create_app(ingestor, service, api_token=TOKEN)
-    ingestor.close()
-    store.close()
+    with api_app(tmp_path / "auth.db", api_token=TOKEN) as (application, _):
+        yield application
 
 
 def _concrete(path: str) -> str:

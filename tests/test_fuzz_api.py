@@ -17,13 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from api.app import create_app
 from api.schemas import WebhookBody
-from models.ranker import BayesianRanker
-from rca.graph import ServiceGraph
-from rca.incident_service import IncidentService
-from rca.ingestion import Ingestor
-from rca.store import IncidentStore
+from tests.apiapp import api_app
 from tests.spanfactory import T0, batch
 
 TOKEN = "fuzz-token"
@@ -46,15 +41,11 @@ FIRING = {
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[FastAPI]:
     """The API over a graph with a few spans and a stored incident, so reads find something."""
-    ingestor = Ingestor(ServiceGraph())
-    ingestor.submit(batch(("frontend", "GET /", 1, 0, 0, 20), ("cart", "get", 2, 1, 2, 10), ("db", "q", 3, 2, 3, 5)))
-    store = IncidentStore.open(f"sqlite:///{tmp_path}/fuzz.db")
-    service = IncidentService(store=store, ranker=BayesianRanker(), graphs=ingestor, clock=lambda: T0)
-    application = create_app(ingestor, service, api_token=TOKEN)
-    assert TestClient(application).post("/webhooks/alertmanager", json=FIRING, headers=AUTH).status_code == 200
-    yield application
-    ingestor.close()
-    store.close()
+    with api_app(tmp_path / "fuzz.db", api_token=TOKEN, clock=lambda: T0) as (application, ingestor):
+        spans = batch(("frontend", "GET /", 1, 0, 0, 20), ("cart", "get", 2, 1, 2, 10), ("db", "q", 3, 2, 3, 5))
+        ingestor.submit(spans)
+        assert TestClient(application).post("/webhooks/alertmanager", json=FIRING, headers=AUTH).status_code == 200
+        yield application
 
 
 # The webhook's times are plain strings in the description (RFC3339 and Go's zero time are checked

@@ -11,13 +11,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from api.app import create_app
 from api.limits import DEFAULT_MAX_BODY_BYTES
-from models.ranker import BayesianRanker
-from rca.graph import ServiceGraph
-from rca.incident_service import IncidentService
-from rca.ingestion import Ingestor
-from rca.store import IncidentStore
+from tests.apiapp import api_app
 from tests.conftest import Server
 
 LIMIT = 64 * 1024
@@ -43,12 +38,8 @@ def _webhook(alerts: int, padding: int = 0) -> dict[str, object]:
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[FastAPI]:
-    ingestor = Ingestor(ServiceGraph())
-    store = IncidentStore.open(f"sqlite:///{tmp_path}/limits.db")
-    service = IncidentService(store=store, ranker=BayesianRanker(), graphs=ingestor)
-    yield create_app(ingestor, service, max_body_bytes=LIMIT)
-    ingestor.close()
-    store.close()
+    with api_app(tmp_path / "limits.db", max_body_bytes=LIMIT) as (application, _):
+        yield application
 
 
 def test_declared_oversize_body_is_413_with_a_message(app: FastAPI) -> None:
