@@ -140,11 +140,11 @@ class _Extractor:
             rows_latency.append((callee_node[virtual], log_peer, peer_calls, label))
             peer_errors = _per_window_mean(s[:, :, EdgeSum.PEER_ERRORS], peer_calls)
             rows_errors.append((callee_node[virtual], peer_errors, peer_calls, label))
-        latency = self._rows(rows_latency, direction=1, floor=0.05, transform=np.exp)
+        latency = self._rows(rows_latency, direction=1, floor=0.05, log_values=True)
         # A shift must also be large to count: full weight from a doubling of the mean.
         ratio = np.log(np.maximum(latency.shift.observed, 1e-12) / np.maximum(latency.shift.baseline, 1e-12))
         latency.score = latency.score * np.clip(ratio / np.log(2.0), 0.0, 1.0)
-        errors = self._rows(rows_errors, direction=1, floor=0.01, transform=None)
+        errors = self._rows(rows_errors, direction=1, floor=0.01)
         return latency, errors
 
     def _unpaired_peer_time(self, op_keys: Index) -> Array:
@@ -163,7 +163,7 @@ class _Extractor:
     def call_structure(self) -> _Rows:
         ops, edges = self.series.ops, self.series.edges
         if edges.keys.shape[0] == 0:
-            return self._rows([], direction=0, floor=0.0, transform=None)
+            return self._rows([], direction=0, floor=0.0)
         s = edges.sums
         calls = s[:, :, EdgeSum.CALLS] + np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
         caller_op = edges.keys >> 32
@@ -175,7 +175,7 @@ class _Extractor:
         mean = np.nansum(calls, axis=1) / np.maximum(np.nansum(caller_calls, axis=1), 1.0)
         floor = np.maximum(mean, 0.02)[:, None]  # Poisson: variance of a count per call ~ its mean
         label = _Labels("calls_per_request", edges.keys & 0xFFFFFFFF, self._nodeop_name)
-        rows = self._rows([(self.node_of[caller_op], per_call, caller_calls, label)], 0, floor, None)
+        rows = self._rows([(self.node_of[caller_op], per_call, caller_calls, label)], 0, floor)
         rows.score = np.abs(rows.score)
         return rows
 
@@ -184,8 +184,10 @@ class _Extractor:
         parts: list[tuple[Index, Array, Array, _Labels]],
         direction: int,
         floor: Array | float,
-        transform: object,
+        log_values: bool = False,
     ) -> _Rows:
+        """Shifts of the rows in `parts`; with `log_values` the series are logs and the reported
+        baseline and observed levels go back to natural units."""
         if not parts:
             empty = np.zeros(0)
             return _Rows(np.zeros(0, np.int64), Shift(np.zeros(0, np.int64), empty, empty, empty), [], empty)
@@ -194,7 +196,7 @@ class _Extractor:
         w = np.concatenate([p[2] for p in parts])
         labels = [p[3] for p in parts]
         shift = self.shift(y, w, direction, floor)
-        if transform is np.exp:
+        if log_values:
             shift = Shift(shift.onset, np.exp(shift.baseline), np.exp(shift.observed), shift.score)
         return _Rows(node, shift, labels, shift.score.copy())
 
@@ -213,7 +215,7 @@ class _Extractor:
         floor = np.maximum(np.nan_to_num(within), (0.02 * np.nan_to_num(scale)) ** 2 + 1e-18)[:, None]
         nodes = table.keys[mine] >> 8
         label = _Labels(signal.name.lower(), np.full(nodes.shape[0], -1, np.int64))
-        return self._rows([(nodes, mean, count, label)], direction, floor, None)
+        return self._rows([(nodes, mean, count, label)], direction, floor)
 
     def inversion(self) -> _Rows:
         """Urgent requests' queue time minus ordinary ones', per window, per node."""
@@ -224,7 +226,7 @@ class _Extractor:
         )
         nodes = np.intersect1d(table.keys[urgent] >> 8, table.keys[ordinary] >> 8)
         if nodes.shape[0] == 0:
-            return self._rows([], 1, 0.0, None)
+            return self._rows([], 1, 0.0)
         u = table.sums[np.searchsorted(table.keys, (nodes << 8) | Signal.QUEUE_TIME_URGENT)]
         o = table.sums[np.searchsorted(table.keys, (nodes << 8) | Signal.QUEUE_TIME_ORDINARY)]
         nu, no = u[:, :, SignalSum.COUNT], o[:, :, SignalSum.COUNT]
@@ -236,7 +238,7 @@ class _Extractor:
         ) ** 2
         floor = np.maximum(var, 1e-8)[:, None]
         label = _Labels("queue_wait_urgent_minus_ordinary_s", np.full(nodes.shape[0], -1, np.int64))
-        return self._rows([(nodes, difference, weight, label)], 1, floor, None)
+        return self._rows([(nodes, difference, weight, label)], 1, floor)
 
 
 def _gate(rows: _Rows, healthy: float, faulty: float) -> None:
