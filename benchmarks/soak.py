@@ -24,8 +24,8 @@ from pathlib import Path
 import grpc
 import httpx
 import numpy as np
+import numpy.typing as npt
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from prometheus_client.parser import text_string_to_metric_families
@@ -37,10 +37,6 @@ from rca.simulation import simulate
 
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
-
-
-def span_count(request: ExportTraceServiceRequest) -> int:
-    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
 
 
 @dataclass(frozen=True)
@@ -85,18 +81,93 @@ def rss_bytes(pid: int) -> int:
     raise OSError(f"no VmRSS for process {pid}")
 
 
-class Traffic:
-    """A simulated case's requests, re-timed and re-identified round after round: round r moves
-    every span `r` case-lengths on in event time and gives it fresh trace and span ids."""
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
 
-    def __init__(self, scenario: str = "boutique-latency", seed: int = 1, max_spans: int = 512) -> None:
-        case = simulate(scenario, seed=seed, rate=1)
-        self.templates = [
-            ExportTraceServiceRequest.FromString(m) for b in case.batches for m in encode_batch(b, max_spans)
-        ]
+
+def _fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """(field number, value start, value end) of each protobuf field in `buf[start:end]`."""
+    pos = start
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        wire = key & 7
+        if wire == 0:
+            _, after = _varint(buf, pos)
+        elif wire in (1, 5):
+            after = pos + (8 if wire == 1 else 4)
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            after = pos + length
+        else:
+            raise ValueError(f"unexpected wire type {wire} at byte {pos}")
+        yield key >> 3, pos, after
+        pos = after
+
+
+@dataclass(frozen=True)
+class Template:
+    """One serialized export request and where its spans' times and ids lie in the bytes, so a
+    round's copy is made by patching bytes with numpy instead of rebuilding protobuf objects."""
+
+    body: npt.NDArray[np.uint8]
+    times: npt.NDArray[np.intp]  # (n, 8) byte indices of start/end fixed64 times
+    id_prefixes: npt.NDArray[np.intp]  # (m, 4) byte indices of the first 4 bytes of each id
+    spans: int
+    newest_start_ns: int
+
+    @classmethod
+    def of(cls, body: bytes) -> Template:
+        times, prefixes, spans, newest = [], [], 0, 0
+        for rs_field, rs_start, rs_end in _fields(body, 0, len(body)):
+            for ss_field, ss_start, ss_end in _fields(body, rs_start, rs_end) if rs_field == 1 else ():
+                for sp_field, sp_start, sp_end in _fields(body, ss_start, ss_end) if ss_field == 2 else ():
+                    if sp_field != 2:
+                        continue
+                    spans += 1
+                    for number, start, end in _fields(body, sp_start, sp_end):
+                        if number in (1, 2, 4) and end > start:  # trace_id, span_id, parent_span_id
+                            prefixes.append(start)
+                        elif number in (7, 8):  # start/end_time_unix_nano, fixed64
+                            times.append(start)
+                            if number == 7:
+                                newest = max(newest, int.from_bytes(body[start:end], "little"))
+        return cls(
+            body=np.frombuffer(body, dtype=np.uint8),
+            times=np.asarray(times, dtype=np.intp)[:, None] + np.arange(8),
+            id_prefixes=np.asarray(prefixes, dtype=np.intp)[:, None] + np.arange(4),
+            spans=spans,
+            newest_start_ns=newest,
+        )
+
+    def shifted(self, shift_ns: int, id_prefix: bytes) -> bytes:
+        """The request moved `shift_ns` on in event time, every id starting with `id_prefix`."""
+        body = self.body.copy()
+        moved = body[self.times].view("<u8") + np.uint64(shift_ns)
+        body[self.times] = moved.view(np.uint8).reshape(-1, 8)
+        body[self.id_prefixes] = np.frombuffer(id_prefix, dtype=np.uint8)
+        return body.tobytes()
+
+
+class Traffic:
+    """A simulated case's requests, re-timed and re-identified without end. Each request is sent
+    as `copies` copies with distinct ids, so that at `spans_per_s` event time keeps pace with the
+    clock; round r moves every span `r` case-lengths on in event time."""
+
+    def __init__(self, spans_per_s: float, *, scenario: str = "boutique-latency", seed: int = 1,
+                 requests_per_s: float = 20.0, max_spans: int = 512) -> None:  # fmt: skip
+        case = simulate(scenario, seed=seed, rate=requests_per_s)
+        self.templates = [Template.of(m) for b in case.batches for m in encode_batch(b, max_spans)]
         self.start_ns = case.start_ns
         self.period_ns = case.end_ns - case.start_ns
-        self.spans_per_round = sum(span_count(t) for t in self.templates)
+        spans_per_round = sum(t.spans for t in self.templates)
+        self.copies = max(1, round(spans_per_s * self.period_ns / 1e9 / spans_per_round))
         self.newest_ns = self.start_ns
         self._lock = threading.Lock()
 
@@ -104,24 +175,12 @@ class Traffic:
         """(request bytes, spans) forever."""
         for round_ in range(1, 1 << 30):
             shift = round_ * self.period_ns
-            prefix = round_.to_bytes(4, "big")
             for template in self.templates:
-                request = ExportTraceServiceRequest()
-                request.CopyFrom(template)
-                newest = 0
-                for rs in request.resource_spans:
-                    for ss in rs.scope_spans:
-                        for s in ss.spans:
-                            s.start_time_unix_nano += shift
-                            s.end_time_unix_nano += shift
-                            s.trace_id = prefix + s.trace_id[4:]
-                            s.span_id = prefix + s.span_id[4:]
-                            if s.parent_span_id:
-                                s.parent_span_id = prefix + s.parent_span_id[4:]
-                            newest = max(newest, s.start_time_unix_nano)
                 with self._lock:
-                    self.newest_ns = max(self.newest_ns, newest)
-                yield request.SerializeToString(), span_count(request)
+                    self.newest_ns = max(self.newest_ns, template.newest_start_ns + shift)
+                for copy in range(self.copies):
+                    prefix = (round_ * self.copies + copy).to_bytes(4, "big")
+                    yield template.shifted(shift, prefix), template.spans
 
 
 @dataclass
@@ -250,7 +309,7 @@ def _drained(api: str, deadline_s: float = 60.0) -> dict[str, float]:
 def run(seconds: float, rate: float, *, webhook_every_s: float = 2.0, senders: int = 2,
         serve_args: Sequence[str] = (), db_dir: Path | None = None) -> SoakReport:  # fmt: skip
     """Runs the soak for `seconds` against a fresh `rca serve` and returns its report."""
-    traffic = Traffic()
+    traffic = Traffic(rate)
     directory = db_dir or Path.cwd() / "rca-data" / "soak"
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "soak.db").unlink(missing_ok=True)
@@ -312,7 +371,7 @@ def run(seconds: float, rate: float, *, webhook_every_s: float = 2.0, senders: i
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=600.0, help="how long to run (default 600)")
-    parser.add_argument("--rate", type=float, default=10_000.0, help="target spans/s over OTLP/gRPC")
+    parser.add_argument("--rate", type=float, default=100_000.0, help="target spans/s over OTLP/gRPC (default 100k)")
     parser.add_argument("--webhook-every", type=float, default=2.0, help="seconds between webhooks")
     parser.add_argument("--ingest-queue", type=int, default=None, help="rca serve --ingest-queue")
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report here too")

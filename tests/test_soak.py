@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.soak import run
+from benchmarks.soak import Traffic, run
 
 
 def test_short_soak_loses_nothing_and_memory_levels_off(tmp_path: Path) -> None:
@@ -18,3 +18,27 @@ def test_short_soak_loses_nothing_and_memory_levels_off(tmp_path: Path) -> None:
     assert report.server_exit == 0
     # generous: the last third's mean RSS within 1.5x of the middle third's (retention evicts)
     assert report.rss_last_third_mb <= 1.5 * report.rss_middle_third_mb, report.rss_mb
+
+
+def test_traffic_patches_times_and_ids_of_every_span() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    traffic = Traffic(3000)
+    template = traffic.templates[3]
+    prefix = (77).to_bytes(4, "big")
+    before = ExportTraceServiceRequest.FromString(template.body.tobytes())
+    after = ExportTraceServiceRequest.FromString(template.shifted(10**12, prefix))
+    old = [s for rs in before.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    new = [s for rs in after.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    assert len(new) == template.spans > 0
+    for a, b in zip(old, new, strict=True):
+        assert (b.start_time_unix_nano, b.end_time_unix_nano) == (
+            a.start_time_unix_nano + 10**12,
+            a.end_time_unix_nano + 10**12,
+        )
+        assert b.trace_id == prefix + a.trace_id[4:] and b.span_id == prefix + a.span_id[4:]
+        assert b.parent_span_id == (prefix + a.parent_span_id[4:] if a.parent_span_id else b"")
+        assert (b.name, b.kind, b.attributes) == (a.name, a.kind, a.attributes)
+    assert template.newest_start_ns == max(s.start_time_unix_nano for s in old)
+    # at 3,000 spans/s each request goes out in copies so event time keeps pace with the clock
+    assert traffic.copies > 1
