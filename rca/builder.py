@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from rca.conventions import NCCL_PREFIX, PROCESS_NUMA, AttrValue, peer_node, resource_node, span_signals
-from rca.spans import CALLER_KINDS, N_SIGNALS, DecodeResult, Rejection, Signal, SpanBatch
+from rca.conventions import PROCESS_NUMA, AttrValue, peer_node, resource_node, span_signals, with_nccl_latency
+from rca.spans import CALLER_KINDS, N_SIGNALS, DecodeResult, Rejection, SpanBatch
 
 Attributes = Mapping[str, AttrValue]
 _BELOW_2_63 = np.uint64(1 << 63)
@@ -99,13 +99,7 @@ def assemble(columns: SpanColumns) -> DecodeResult:
         if bad.any():
             rejected[reason] = rejected.get(reason, 0) + int(bad.sum())
             keep &= ok
-    signals = c.signals
-    nccl = [index for index, text in enumerate(c.strings) if text.startswith(NCCL_PREFIX)]
-    if nccl:
-        is_nccl = np.isin(c.operation, nccl)
-        if is_nccl.any():
-            signals = signals.copy()
-            signals[is_nccl, Signal.NCCL_LATENCY] = (end[is_nccl] - start[is_nccl]) / 1e9
+    signals = with_nccl_latency(c.signals, c.strings, c.operation, (end - start) / 1e9)
     batch = SpanBatch(
         trace_id=c.trace_id,
         span_id=c.span_id,

@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from rca.spans import N_SIGNALS, Signal
 
 AttrValue = str | bool | int | float | bytes | Sequence[object] | None
@@ -45,6 +48,7 @@ PROCESS_NUMA = "process.numa_node"
 HOST_NAME = "host.name"
 SERVICE_NAME = "service.name"
 NCCL_PREFIX = "nccl:"
+NCCL_P2P_OPS = frozenset({"nccl:Send", "nccl:Recv"})
 
 SPAN_KEYS = frozenset({*_DIRECT, PRIORITY_HEADER, PRIORITY_LEVEL, *PEER_KEYS, GPU_ID, GPU_NUMA})
 RESOURCE_KEYS = frozenset({SERVICE_NAME, HOST_NAME, PROCESS_NUMA, GPU_NUMA})
@@ -119,3 +123,25 @@ def resource_node(attributes: Mapping[str, AttrValue], resource: Mapping[str, At
         return None
     host = resource.get(HOST_NAME) or "unknown-host"
     return f"gpu:{host}/{gpu}"
+
+
+def with_nccl_latency(
+    signals: npt.NDArray[np.float64],
+    strings: Sequence[str],
+    operation: npt.NDArray[np.int32],
+    duration_s: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """`signals` with NCCL latency filled in from the durations of `nccl:` spans (operations are
+    indices into `strings`): point-to-point ops apart from collectives, whose duration includes
+    waiting for the slowest rank. A copy when anything is filled in."""
+    nccl = [i for i, text in enumerate(strings) if text.startswith(NCCL_PREFIX)]
+    if not nccl:
+        return signals
+    is_nccl = np.isin(operation, nccl)
+    if not is_nccl.any():
+        return signals
+    p2p = np.isin(operation, [i for i in nccl if strings[i] in NCCL_P2P_OPS])
+    signals = signals.copy()
+    signals[is_nccl & ~p2p, Signal.NCCL_LATENCY] = duration_s[is_nccl & ~p2p]
+    signals[p2p, Signal.NCCL_P2P_LATENCY] = duration_s[p2p]
+    return signals

@@ -269,7 +269,9 @@ def _class_rows(x: _Extractor) -> dict[Fault, tuple[_Rows, bool]]:
     _gate(block, 128 * 1024.0, 32 * 1024.0)
     inversion = x.inversion()
     _gate(inversion, 0.0, 1e-3)
-    nccl = x.signal(Signal.NCCL_LATENCY, 1)
+    collective = x.signal(Signal.NCCL_LATENCY, 1)
+    p2p = x.signal(Signal.NCCL_P2P_LATENCY, 1)
+    _gate(p2p, 8e-6, 15e-6)  # contract: Send normally < 8 µs, > 15 µs is contention
     mismatch = x.signal(Signal.NUMA_MISMATCH, 1)
     remote = x.signal(Signal.NUMA_REMOTE_RATIO, 1)
     _gate(remote, 0.1, 0.15)
@@ -280,7 +282,7 @@ def _class_rows(x: _Extractor) -> dict[Fault, tuple[_Rows, bool]]:
         Fault.GPU_MEMORY_BANDWIDTH: (bandwidth, False),
         Fault.KV_CACHE_FRAGMENTATION: (_merge(allocation, block), False),
         Fault.SCHEDULER_PRIORITY_INVERSION: (inversion, False),
-        Fault.NCCL_COMMUNICATION: (nccl, False),
+        Fault.NCCL_COMMUNICATION: (_merge(collective, p2p), False),
         Fault.NUMA_MISMATCH: (_merge(mismatch, remote), False),
     }
 

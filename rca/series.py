@@ -18,6 +18,7 @@ from rca.accumulators import EdgeSum, KeyedTable, OpSum, SignalSum
 from rca.graph import ServiceGraph
 
 Float3 = npt.NDArray[np.float64]
+Float2 = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,17 +49,33 @@ class WindowSeries:
         return (self.first + column - int(self.history)) * self.window_ns
 
 
+def _summed(parts: list[tuple[npt.NDArray[np.int64], Float2]], columns: int) -> tuple[npt.NDArray[np.int64], Float2]:
+    """Rows of several tables summed by key: (sorted distinct keys, sums)."""
+    if len(parts) == 1:
+        return parts[0]
+    keys: npt.NDArray[np.int64]
+    keys, row = np.unique(np.concatenate([k for k, _ in parts]), return_inverse=True)
+    values = np.concatenate([v for _, v in parts])
+    sums = np.stack([np.bincount(row, values[:, c], keys.shape[0]) for c in range(columns)], axis=1)
+    return keys, sums.astype(np.float64, copy=False)
+
+
 def _stack(tables: list[list[KeyedTable]], columns: int) -> Table:
-    """One column per list of tables (summed), keyed by the union of their keys."""
-    views = [[t.view() for t in column] for column in tables]
-    every = [v[0] for column in views for v in column]
-    keys = np.unique(np.concatenate(every)) if every else np.zeros(0, np.int64)
-    sums = np.zeros((keys.shape[0], len(tables), columns))
-    for w, column in enumerate(views):
-        for view in column:
-            if view[0].shape[0]:
-                sums[np.searchsorted(keys, view[0]), w] += view[1]
-    return Table(keys, sums)
+    """One column per list of tables (summed), keyed by the union of their keys. Built in one
+    scatter: after a column's tables are summed, each (key, column) pair occurs once."""
+    per_column = []
+    for column in tables:
+        parts = [(k, v) for k, v, _ in (t.view() for t in column) if k.shape[0]]
+        per_column.append(_summed(parts, columns) if parts else (np.zeros(0, np.int64), np.zeros((0, columns))))
+    every = np.concatenate([k for k, _ in per_column]) if per_column else np.zeros(0, np.int64)
+    keys = np.unique(every)
+    flat = np.searchsorted(keys, every) * len(tables) + np.repeat(
+        np.arange(len(tables)), [k.shape[0] for k, _ in per_column]
+    )
+    sums = np.zeros((keys.shape[0] * len(tables), columns))
+    if flat.shape[0]:
+        sums[flat] = np.concatenate([v for _, v in per_column])
+    return Table(keys, sums.reshape(keys.shape[0], len(tables), columns))
 
 
 def window_series(graph: ServiceGraph, history_ns: int, start_ns: int, end_ns: int) -> WindowSeries:

@@ -36,6 +36,7 @@ class Signal(IntEnum):
     NCCL_LATENCY = 17
     NUMA_REMOTE_RATIO = 18
     NUMA_MISMATCH = 19
+    NCCL_P2P_LATENCY = 20  # point-to-point `nccl:Send` / `nccl:Recv`; collectives are NCCL_LATENCY
 
 
 N_SIGNALS = len(Signal)

@@ -51,6 +51,6 @@ def test_shipped_parameters_rank_the_llm_faults_with_their_class(cases: dict[int
         hits.append(top.node == node or top.service == evidence.services[evidence.index(node)])
         classes.append(top.fault.value == fault)
     assert len(hits) >= 5
-    # Measured 4/6 (the hard `-peers` NCCL case, whose faulty rank shows least, and one scheduler
-    # case miss); the bar is 0.9 and is not met yet.
-    assert float(np.mean(hits)) >= 0.6 and float(np.mean(classes)) >= 0.8
+    # Measured 6/6 classes and 5/6 nodes (one scheduler case misses); the `-peers` NCCL case is
+    # found by its rank's point-to-point latency, which its waiting peers do not share.
+    assert float(np.mean(hits)) >= 0.8 and float(np.mean(classes)) >= 0.8

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from rca.accumulators import OpSum, WindowAggregate
 from rca.graph import ServiceGraph
 from rca.graphview import Window, build_digraph, graph_between
@@ -71,3 +73,20 @@ def test_window_aggregates_merge_like_one_window() -> None:
     assert a.nodes["a"]["calls"] == b.nodes["a"]["calls"] == 1.0
     assert merged.ops.view()[1][:, OpSum.CALLS].sum() == 2.0
     assert set(a.edges) == set(b.edges) == {("a", "b")}
+
+
+def test_nccl_latency_keeps_point_to_point_apart_from_collectives() -> None:
+    from rca.conventions import with_nccl_latency
+    from rca.spans import N_SIGNALS, Signal
+
+    strings = ("model_forward", "nccl:AllReduce", "nccl:Send", "nccl:Recv")
+    operation = np.asarray([0, 1, 2, 3], np.int32)
+    duration = np.asarray([0.5, 0.2, 4e-6, 5e-6])
+    signals = np.full((4, N_SIGNALS), np.nan)
+    out = with_nccl_latency(signals, strings, operation, duration)
+    assert np.isnan(signals).all()  # the input is left alone
+    assert np.isnan(out[0, [Signal.NCCL_LATENCY, Signal.NCCL_P2P_LATENCY]]).all()
+    assert out[1, Signal.NCCL_LATENCY] == 0.2 and np.isnan(out[1, Signal.NCCL_P2P_LATENCY])
+    assert out[2:, Signal.NCCL_P2P_LATENCY].tolist() == [4e-6, 5e-6]
+    assert np.isnan(out[2:, Signal.NCCL_LATENCY]).all()
+    assert with_nccl_latency(signals, ("a",), operation[:1], duration[:1]) is signals

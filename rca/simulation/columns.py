@@ -10,7 +10,7 @@ from dataclasses import fields
 import numpy as np
 import numpy.typing as npt
 
-from rca.conventions import NCCL_PREFIX
+from rca.conventions import with_nccl_latency
 from rca.spans import N_SIGNALS, Signal, SpanBatch
 
 _COLUMNS = ("trace", "span", "parent", "service", "operation", "peer", "resource", "kind", "start", "end", "error")
@@ -50,9 +50,7 @@ class SpanColumns:
             for signal, values in block.items():
                 signals[offset : offset + values.shape[0], signal] = values
         strings = tuple(self._strings)
-        nccl = [i for s, i in self._strings.items() if s.startswith(NCCL_PREFIX)]
-        is_nccl = np.isin(c["operation"], nccl)
-        signals[is_nccl, Signal.NCCL_LATENCY] = (c["end"][is_nccl] - c["start"][is_nccl]) / 1e9
+        signals = with_nccl_latency(signals, strings, c["operation"], (c["end"] - c["start"]) / 1e9)
         order = np.argsort(c["start"], kind="stable")
         return SpanBatch(
             trace_id=c["trace"][order].astype(np.uint64),
