@@ -123,7 +123,7 @@ def metric_frame(graph: ServiceGraph, start_ns: int, end_ns: int) -> tuple[pd.Da
     with np.errstate(invalid="ignore", divide="ignore"):
         latency = np.where(calls > 0, sums[:, :, OpSum.DURATION] / calls, np.nan)
         errors = np.where(calls > 0, sums[:, :, OpSum.ERRORS] / calls, 0.0)
-    columns: dict[str, Any] = {"time": [series.start_ns(c) / 1e9 for c in range(series.windows)]}
+    columns: dict[str, Any] = {"time": (series.start_ns(np.arange(series.windows)) / 1e9).tolist()}
     owner: dict[str, str] = {}
     for i, node in enumerate(unique.tolist()):
         name = names.nodes[node]

@@ -73,21 +73,29 @@ class BayesianRanker:
         fault = posterior.argmax(axis=1)
         order = np.argsort(-node_p, kind="stable")
         rows = structure.candidates[order].tolist()
-        signals = _evidence(evidence, rows)
-        causes = []
-        for rank, (k, row, shown) in enumerate(zip(order.tolist(), rows, signals, strict=True), start=1):
-            causes.append(
-                Cause(
-                    rank=rank,
-                    node=evidence.nodes[row],
-                    service=evidence.services[row],
-                    fault=FAULTS[int(fault[k])],
-                    probability=float(node_p[k]),
-                    evidence=shown,
-                    path=tuple(evidence.nodes[i] for i in structure.path(row)),
-                )
+        names, services = evidence.nodes, evidence.services
+        return tuple(
+            Cause(
+                rank=rank,
+                node=names[row],
+                service=services[row],
+                fault=FAULTS[k],
+                probability=p,
+                evidence=shown,
+                path=tuple(names[i] for i in path),
             )
-        return tuple(causes)
+            for rank, (row, k, p, shown, path) in enumerate(
+                zip(
+                    rows,
+                    fault[order].tolist(),
+                    node_p[order].tolist(),
+                    _evidence(evidence, rows),
+                    structure.paths(rows),
+                    strict=True,
+                ),
+                start=1,
+            )
+        )
 
 
 def simultaneous_roots(
@@ -109,11 +117,14 @@ def simultaneous_roots(
 
 
 def _evidence(evidence: NodeEvidence, rows: list[int]) -> list[tuple[Evidence, ...]]:
-    """The strongest measured signals of each row, strongest first."""
-    score = evidence.score[rows]
-    order = np.argsort(-np.nan_to_num(score, nan=-np.inf), axis=1)[:, :EVIDENCE_PER_CAUSE].tolist()
-    scores, observed, baseline = score.tolist(), evidence.observed[rows].tolist(), evidence.baseline[rows].tolist()
+    """The strongest measured signals of each row, strongest first (finite values only: JSON has
+    no NaN)."""
+    score, observed, baseline = evidence.score[rows], evidence.observed[rows], evidence.baseline[rows]
+    shown = np.isfinite(score) & np.isfinite(observed) & np.isfinite(baseline)
+    order = np.argsort(np.where(shown, -score, np.inf), axis=1)[:, :EVIDENCE_PER_CAUSE].tolist()
     return [
-        tuple(Evidence(evidence.signal[row][j], o[j], b[j], s[j]) for j in columns if s[j] == s[j])  # not NaN
-        for row, columns, s, o, b in zip(rows, order, scores, observed, baseline, strict=True)
+        tuple(Evidence(evidence.signal[row][j], o[j], b[j], s[j]) for j in columns if ok[j])
+        for row, columns, s, o, b, ok in zip(
+            rows, order, score.tolist(), observed.tolist(), baseline.tolist(), shown.tolist(), strict=True
+        )
     ]

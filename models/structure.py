@@ -42,12 +42,21 @@ class CausalStructure:
     relation: npt.NDArray[np.int8]  # [r, i]: `Relation` of candidate i to candidate r
     predecessor: Index  # BFS tree from the alerting nodes: parent of each node row, -1 at roots
 
-    def path(self, node: int) -> list[int]:
-        """Node rows from `node` up to the alerting node it was reached from."""
-        out = [node]
-        while self.predecessor[out[-1]] >= 0 and len(out) <= self.predecessor.shape[0]:
-            out.append(int(self.predecessor[out[-1]]))
-        return out
+    def paths(self, nodes: Sequence[int]) -> list[tuple[int, ...]]:
+        """Per node, the node rows from it up to the alerting node it was reached from; the walks
+        up the tree are shared between nodes."""
+        parent = self.predecessor.tolist()
+        known: dict[int, tuple[int, ...]] = {}
+        for node in nodes:
+            chain: list[int] = []
+            while node not in known and node >= 0 and len(chain) <= len(parent):
+                chain.append(node)
+                node = parent[node]
+            path = known.get(node, ())
+            for row in reversed(chain):
+                path = (row, *path)
+                known[row] = path
+        return [known[node] for node in nodes]
 
 
 def causal_structure(

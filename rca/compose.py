@@ -7,6 +7,7 @@ fastapi and pydantic.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import signal
@@ -102,6 +103,10 @@ class Service:
                 raise OSError("an HTTP listener failed to start")
             await asyncio.sleep(0.01)
         ports = {k: sock.getsockname()[1] for k, sock in sockets.items()}
+        # What startup built (modules, the JIT-compiled scanner, models) lives as long as the
+        # process: out of the collector's sight, full collections stop pausing rankings.
+        gc.collect()
+        gc.freeze()
         announce(
             {
                 "event": "listening",

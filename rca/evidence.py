@@ -63,10 +63,11 @@ class _Labels:
     def __len__(self) -> int:
         return int(self.index.shape[0])
 
-    def at(self, row: int) -> str:
-        i = int(self.index[row])
-        name = self.name(i) if i >= 0 else ""
-        return f"{self.prefix}:{name}" if name else self.prefix
+    def texts(self, rows: list[int]) -> list[str]:
+        """`prefix:name` of each of `rows`."""
+        name, prefix = self.name, self.prefix
+        found = [name(i) if i >= 0 else "" for i in self.index[rows].tolist()]
+        return [f"{prefix}:{text}" if text else prefix for text in found]
 
 
 @dataclass(slots=True)
@@ -78,12 +79,16 @@ class _Rows:
     labels: list[_Labels]
     score: Array
 
-    def label(self, row: int) -> str:
+    def label_rows(self, rows: Index) -> list[str]:
+        """What each of `rows` measured, named part by part."""
+        out = [""] * rows.shape[0]
+        offset = 0
         for part in self.labels:
-            if row < len(part):
-                return part.at(row)
-            row -= len(part)
-        raise IndexError(row)
+            inside = np.flatnonzero((rows >= offset) & (rows < offset + len(part)))
+            for k, text in zip(inside.tolist(), part.texts((rows[inside] - offset).tolist()), strict=True):
+                out[k] = text
+            offset += len(part)
+        return out
 
 
 def _per_window_mean(total: Array, count: Array) -> Array:
@@ -317,9 +322,9 @@ def extract_evidence(graph: ServiceGraph, *, start_ns: int, end_ns: int, history
         score[node_rows, j] = s[best]
         observed[node_rows, j] = r.shift.observed[best]
         baseline[node_rows, j] = r.shift.baseline[best]
-        onset[node_rows, j] = [series.start_ns(int(k)) for k in r.shift.onset[best].tolist()]
-        for i, b in zip(node_rows.tolist(), best.tolist(), strict=True):
-            labels[i][j] = r.label(b)
+        onset[node_rows, j] = series.start_ns(r.shift.onset[best])
+        for i, text in zip(node_rows.tolist(), r.label_rows(best), strict=True):
+            labels[i][j] = text
     names = graph.names
     owners = np.asarray([names.owners[int(i)] for i in present.tolist()], np.int64)
     owner_row = np.searchsorted(present, owners)

@@ -30,7 +30,7 @@ from rca.incidents import (
     incident_window,
 )
 from rca.incidents_clustering import AlertClusterer
-from rca.incidents_topology import topology_between
+from rca.incidents_topology import Topology, topology_between
 from rca.ranking import Ranker
 from rca.store import IncidentStore, Placement
 
@@ -75,6 +75,7 @@ class IncidentService:
         self.clusterer = clusterer or AlertClusterer()
         self._lock = threading.RLock()
         self._failed: dict[str, tuple[int, int]] = {}  # window of a ranking that failed, not retried
+        self._topology: tuple[tuple[object, ...], Topology] | None = None  # the last one built, by its inputs
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -109,7 +110,7 @@ class IncidentService:
             reach = self.clusterer.reach_ns
             placed = self.store.open_alerts(first - reach, last + reach)
             try:
-                topology = self.graphs.read(lambda g: topology_between(g, *self._range(g, first)))
+                topology = self.graphs.read(lambda g: self._topology_from(g, first))
                 ids = self.clusterer.assign(new, placed, topology)
             except Exception:  # the alerts must still be stored: the webhook's group becomes one incident
                 log.exception("clustering %d alerts failed; storing them as one incident", len(new))
@@ -125,6 +126,14 @@ class IncidentService:
         end = graph.newest_ns + 1
         return min(first_ns, end) - self.lookback_ns, end
 
+    def _topology_from(self, graph: ServiceGraph, first_ns: int) -> Topology:
+        """The topology of `_range`, reused while the range and the graph's contents are the same
+        (clustering a webhook's alerts and ranking their new incident read the same one)."""
+        key = (*self._range(graph, first_ns), graph.counts(), len(graph.names.nodes))
+        if self._topology is None or self._topology[0] != key:
+            self._topology = key, topology_between(graph, *self._range(graph, first_ns))
+        return self._topology[1]
+
     # -- ranking ----------------------------------------------------------------------------
 
     def _rank(self, incident_id: str) -> StoredRanking | None:
@@ -136,7 +145,7 @@ class IncidentService:
 
         def rank(graph: ServiceGraph) -> StoredRanking:
             start, end = incident_window(incident, newest_ns=graph.newest_ns, lookback_ns=self.lookback_ns)
-            topology = topology_between(graph, *self._range(graph, incident.started_at_ns))
+            topology = self._topology_from(graph, incident.started_at_ns)
             nodes = tuple(dict.fromkeys(n for s in services for n in topology.nodes_for(s)))
             return StoredRanking(self.ranker.rank(graph, alert_nodes=nodes, start_ns=start, end_ns=end), nodes)
 

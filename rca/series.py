@@ -45,7 +45,8 @@ class WindowSeries:
     def windows(self) -> int:
         return int(self.ops.sums.shape[1])
 
-    def start_ns(self, column: int) -> int:
+    def start_ns(self, column: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Event time at which each of the given columns starts."""
         return (self.first + column - int(self.history)) * self.window_ns
 
 

@@ -6,7 +6,6 @@ on PostgreSQL. Every write is one transaction, committed before the method retur
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from sqlalchemy import (
     Engine,
     ForeignKey,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -36,7 +36,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from rca.alerts import Alert, AlertStatus
 from rca.incidents import Incident, IncidentStatus, StoredRanking
-from rca.store_codec import ranking_from_json, ranking_to_json
+from rca.store_codec import ranking_from_bytes, ranking_to_bytes
 
 metadata = MetaData()
 incidents = Table(
@@ -71,7 +71,7 @@ rankings = Table(
     metadata,
     Column("incident_id", String(64), ForeignKey("incidents.id"), primary_key=True),
     Column("alert_nodes", JSON, nullable=False),
-    Column("ranking", Text, nullable=False),  # JSON text: evidence may hold NaN, which JSON columns refuse
+    Column("ranking", LargeBinary, nullable=False),  # MessagePack (`rca.store_codec`)
     Column("updated_ns", BigInteger, nullable=False),
 )
 
@@ -290,7 +290,7 @@ class IncidentStore:
     def save_ranking(self, incident_id: str, stored: StoredRanking, now_ns: int) -> None:
         values = {
             "alert_nodes": list(stored.alert_nodes),
-            "ranking": json.dumps(ranking_to_json(stored.ranking)),
+            "ranking": ranking_to_bytes(stored.ranking),
             "updated_ns": now_ns,
         }
         with self.engine.begin() as conn:
@@ -303,6 +303,6 @@ class IncidentStore:
         query = select(rankings).where(rankings.c.incident_id.in_(list(incident_ids)))
         with self.engine.connect() as conn:
             return {
-                r.incident_id: StoredRanking(ranking_from_json(json.loads(r.ranking), top), tuple(r.alert_nodes))
+                r.incident_id: StoredRanking(ranking_from_bytes(r.ranking, top), tuple(r.alert_nodes))
                 for r in conn.execute(query)
             }

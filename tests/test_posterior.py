@@ -70,7 +70,7 @@ def test_candidates_are_what_the_alerting_node_depends_on() -> None:
     # 0 -> 1, 2 -> 3 (unconnected to the alert on 0)
     structure = causal_structure(4, np.array([[0, 1], [2, 3]]), [0])
     assert structure.candidates.tolist() == [0, 1]
-    assert structure.path(1) == [1, 0]
+    assert structure.paths([1, 0]) == [(1, 0), (0,)]
     assert structure.relation.tolist() == [[Relation.NONE, Relation.NONE], [Relation.ANCESTOR, Relation.NONE]]
 
 
