@@ -20,6 +20,7 @@ from models.structure import Relation, evidence_structure
 from rca.evidence import FAULTS, NodeEvidence, extract_evidence
 from rca.graph import ServiceGraph
 from rca.ranking import Cause, Evidence, Ranking
+from rca.series import SeriesCache
 
 MODEL_NAME = "bayesian-health-enumeration"
 EVIDENCE_PER_CAUSE = 4
@@ -44,8 +45,15 @@ class BayesianRanker:
         return self
 
     def evidence(self, graph: ServiceGraph, *, start_ns: int, end_ns: int) -> NodeEvidence:
-        """What `rank` reasons over: the window's evidence against its baseline and history."""
-        return extract_evidence(graph, start_ns=start_ns, end_ns=end_ns, history_ns=int(self.history_seconds * 1e9))
+        """What `rank` reasons over: the window's evidence against its baseline and history. The
+        window series of the last call is kept (`SeriesCache`): ranking an incident again
+        rebuilds only the windows that changed."""
+        if getattr(self, "_series_cache", None) is None:
+            self._series_cache = SeriesCache()
+        history_ns = int(self.history_seconds * 1e9)
+        return extract_evidence(
+            graph, start_ns=start_ns, end_ns=end_ns, history_ns=history_ns, cache=self._series_cache
+        )
 
     def simultaneous(self, evidence: NodeEvidence, alert_nodes: Sequence[str]) -> list[tuple[str, float]]:
         """The SVI variant: candidates with their fault intensity when several may be faulty."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -10,11 +11,17 @@ import numpy.typing as npt
 
 from rca.histogram import N_BUCKETS
 
+_SERIALS = itertools.count()
+
 
 class KeyedTable:
-    """Rows of float sums and a histogram, keyed by int64 and grown as keys appear."""
+    """Rows of float sums and a histogram, keyed by int64 and grown as keys appear. `serial`
+    names the table for its lifetime and `version` counts its changes, so readers can tell
+    whether a table they derived something from is still the same."""
 
     def __init__(self, n_sums: int) -> None:
+        self.serial = next(_SERIALS)
+        self.version = 0
         self._rows: dict[int, int] = {}
         self.keys = np.zeros(16, np.int64)
         self.sums = np.zeros((16, n_sums), np.float64)
@@ -56,6 +63,7 @@ class KeyedTable:
         """Adds one sums row (and one histogram count, when `buckets` is given) per key."""
         if keys.shape[0] == 0:
             return
+        self.version += 1
         found, inverse = self.rows(keys)
         n = found.shape[0]
         if n == keys.shape[0]:  # every key distinct: no summing needed
@@ -74,6 +82,7 @@ class KeyedTable:
         n = len(other)
         if n == 0:
             return
+        self.version += 1
         found, inverse = self.rows(other.keys[:n])
         rows = found[inverse]  # keys of a table are distinct
         self.sums[rows] += other.sums[:n]

@@ -6,15 +6,17 @@ is a Welch-style statistic: the difference of the weighted means over its standa
 the per-observation variance pooled from how the window means scatter around their segment
 means (Var(y_t) = sigma^2 / w_t), floored by what the caller knows of the noise (e.g. binomial
 or Poisson variance). The split with the largest statistic in the wanted direction is the row's
-onset. All rows at once, with cumulative sums: O(rows x windows).
+onset. One compiled pass over each row's cumulative sums: O(rows x windows).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 Array = npt.NDArray[np.float64]
 MIN_WEIGHT = 3.0  # observations each segment needs before a split counts
@@ -32,33 +34,66 @@ class Shift:
     score: Array  # 0 where no split had enough observations on both sides
 
 
-def _segment_sums(y: Array, w: Array) -> tuple[Array, Array, Array]:
-    wy = np.where(w > 0, w * y, 0.0)
-    wyy = np.where(w > 0, wy * y, 0.0)
-    return np.cumsum(w, axis=1), np.cumsum(wy, axis=1), np.cumsum(wyy, axis=1)
+_BIG = float(np.finfo(np.float64).max)
 
 
-def _best_split(
-    sums: tuple[Array, Array, Array, Array],
-    splits: npt.NDArray[np.intp],
-    direction: int,
-    floor: Array | float,
-) -> tuple[npt.NDArray[np.intp], Array, Array, Array]:
-    """Per row: the best of `splits`, and the baseline mean, observed mean and statistic there.
-    `sums` are the cumulative weights, weighted values and squares, and the windows with data."""
-    cw, cwy, cwyy, nonzero = sums
-    total_w, total_wy, total_wyy = cw[:, -1:], cwy[:, -1:], cwyy[:, -1:]
-    wb, wyb, wyyb = cw[:, splits - 1], cwy[:, splits - 1], cwyy[:, splits - 1]
-    wa, wya, wyya = total_w - wb, total_wy - wyb, total_wyy - wyyb
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mb, ma = wyb / wb, wya / wa
+@njit(cache=True, nogil=True)
+def _finite(x: float) -> float:
+    """numpy's nan_to_num for one value: NaN to 0, infinities to the largest floats."""
+    if np.isnan(x):
+        return 0.0
+    return min(max(x, -_BIG), _BIG)
+
+
+@njit(cache=True, nogil=True)
+def _search(
+    cw: Array, cwy: Array, cwyy: Array, nonzero: float, floor: float, splits: Any, direction: int
+) -> tuple[int, float, float, float]:
+    """The best of `splits` for one row (cumulative weights, weighted values and squares):
+    split, baseline mean, observed mean and statistic."""
+    n = cw.shape[0]
+    total_w, total_wy, total_wyy = cw[n - 1], cwy[n - 1], cwyy[n - 1]
+    best, best_key, best_b, best_a, best_stat = splits[0], -np.inf, 0.0, 0.0, 0.0
+    for k in splits:
+        wb, wyb, wyyb = cw[k - 1], cwy[k - 1], cwyy[k - 1]
+        wa, wya, wyya = total_w - wb, total_wy - wyb, total_wyy - wyyb
+        mb = wyb / wb if wb != 0 else (np.nan if wyb == 0 else np.sign(wyb) * np.inf)
+        ma = wya / wa if wa != 0 else (np.nan if wya == 0 else np.sign(wya) * np.inf)
         scatter = (wyyb - wyb * mb) + (wyya - wya * ma)
-        sigma2 = np.maximum(np.nan_to_num(scatter / np.maximum(nonzero - 2, 1)), floor)
-        stat = (ma - mb) / np.sqrt(sigma2 / wb + sigma2 / wa)
-    stat = np.where((wb >= MIN_WEIGHT) & (wa >= MIN_WEIGHT) & np.isfinite(stat), stat, 0.0)
-    best = np.argmax(stat * direction if direction else np.abs(stat), axis=1)
-    pick = np.arange(stat.shape[0])
-    return splits[best], np.nan_to_num(mb[pick, best]), np.nan_to_num(ma[pick, best]), stat[pick, best]
+        sigma2 = max(_finite(scatter / max(nonzero - 2.0, 1.0)), floor)
+        stat = (ma - mb) / np.sqrt(sigma2 / wb + sigma2 / wa) if wb >= MIN_WEIGHT and wa >= MIN_WEIGHT else 0.0
+        if not np.isfinite(stat):
+            stat = 0.0
+        key = stat * direction if direction else abs(stat)
+        if key > best_key:
+            best, best_key, best_b, best_a, best_stat = k, key, _finite(mb), _finite(ma), stat
+    return best, best_b, best_a, best_stat
+
+
+@njit(cache=True, nogil=True)
+def _shifts(
+    y: Array, w: Array, floor: Array, splits: Any, direction: int, step: int, refine_above: float
+) -> tuple[Any, Array, Array, Array]:
+    rows, windows = y.shape
+    onset = np.empty(rows, np.int64)
+    baseline, observed, score = np.empty(rows), np.empty(rows), np.empty(rows)
+    cw, cwy, cwyy = np.empty(windows), np.empty(windows), np.empty(windows)
+    coarse = splits[::step]
+    for r in range(rows):
+        acc_w = acc_wy = acc_wyy = nonzero = 0.0
+        for t in range(windows):
+            wt, yt = w[r, t], y[r, t]
+            if wt > 0 and np.isfinite(yt):
+                acc_w += wt
+                acc_wy += wt * yt
+                acc_wyy += wt * yt * yt
+                nonzero += 1.0
+            cw[t], cwy[t], cwyy[t] = acc_w, acc_wy, acc_wyy
+        found = _search(cw, cwy, cwyy, nonzero, floor[r], coarse, direction)
+        if step > 1 and abs(found[3]) >= refine_above:
+            found = _search(cw, cwy, cwyy, nonzero, floor[r], splits, direction)
+        onset[r], baseline[r], observed[r], score[r] = found
+    return onset, baseline, observed, score
 
 
 def mean_shift(
@@ -75,22 +110,16 @@ def mean_shift(
     `direction` +1 looks for increases, -1 for decreases, 0 for either (the score keeps its
     sign). `variance_floor` is a per-observation variance, per row or for all. Every row is
     first scored on every `COARSE_STEP`-th split; only rows that shift there are searched at
-    every split (most rows of a large graph are healthy)."""
+    every split (most rows of a large graph are healthy). One compiled pass per row: cumulative
+    sums and split statistics without temporaries the size of the series."""
     rows, windows = y.shape
-    w = np.where(np.isfinite(y), w, 0.0)
-    cw, cwy, cwyy = _segment_sums(y, w)
-    sums = (cw, cwy, cwyy, np.count_nonzero(w > 0, axis=1).astype(np.float64)[:, None])
     splits = np.arange(max(first, 1), min(last, windows - 1) + 1)
-    if splits.shape[0] == 0:
+    if splits.shape[0] == 0 or rows == 0:
         zeros = np.zeros(rows)
         return Shift(np.full(rows, max(first, 0), np.int64), zeros, zeros, zeros)
-    floor = variance_floor
-    if isinstance(floor, np.ndarray):
-        floor = np.broadcast_to(floor, (rows, 1))
-    onset, baseline, observed, score = _best_split(sums, splits[::COARSE_STEP], direction, floor)
-    fine = np.flatnonzero(np.abs(score) >= REFINE_ABOVE)
-    if fine.shape[0] and COARSE_STEP > 1:
-        f_floor = floor[fine] if isinstance(floor, np.ndarray) else floor
-        refined = _best_split((cw[fine], cwy[fine], cwyy[fine], sums[3][fine]), splits, direction, f_floor)
-        onset[fine], baseline[fine], observed[fine], score[fine] = refined
-    return Shift(onset.astype(np.int64), baseline, observed, score)
+    floor = np.broadcast_to(np.asarray(variance_floor, np.float64).reshape(-1), (rows,))
+    y64, w64 = np.ascontiguousarray(y, np.float64), np.ascontiguousarray(w, np.float64)
+    onset, baseline, observed, score = _shifts(
+        y64, w64, np.ascontiguousarray(floor), splits, direction, COARSE_STEP, REFINE_ABOVE
+    )
+    return Shift(onset, baseline, observed, score)

@@ -20,7 +20,7 @@ from rca.accumulators import EdgeSum, OpSum, SignalSum
 from rca.changepoint import Shift, mean_shift
 from rca.graph import NodeKind, ServiceGraph
 from rca.ranking import Fault
-from rca.series import WindowSeries, window_series
+from rca.series import SeriesCache, WindowSeries, window_series
 from rca.spans import Signal
 
 FAULTS: tuple[Fault, ...] = tuple(Fault)
@@ -292,10 +292,13 @@ def _class_rows(x: _Extractor) -> dict[Fault, tuple[_Rows, bool]]:
     }
 
 
-def extract_evidence(graph: ServiceGraph, *, start_ns: int, end_ns: int, history_ns: int = 0) -> NodeEvidence:
+def extract_evidence(
+    graph: ServiceGraph, *, start_ns: int, end_ns: int, history_ns: int = 0, cache: SeriesCache | None = None
+) -> NodeEvidence:
     """Evidence over the incident window [start_ns, end_ns): change points lie inside it, the
-    baseline may reach `history_ns` further back where the graph still holds windows."""
-    series = window_series(graph, start_ns - history_ns, start_ns, end_ns)
+    baseline may reach `history_ns` further back where the graph still holds windows; `cache`
+    lets the window series reuse what it stacked last time (`rca.series.SeriesCache`)."""
+    series = window_series(graph, start_ns - history_ns, start_ns, end_ns, cache)
     first = 1 if series.history else MIN_BASELINE_WINDOWS
     x = _Extractor(graph, series, first)
     rows = _class_rows(x)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from rca.alerts import Alert, AlertStatus
@@ -85,14 +85,13 @@ class IncidentService:
         unique = _merge_redeliveries(alerts)
         with self._lock:
             changed = self._store(unique)
-            for incident_id in changed:
-                self._rank(incident_id)
+            ranked = {i: r for i in changed if (r := self._rank(i)) is not None}
             named = self.store.placed(a.key for a in unique).values()
             incidents = [self.store.incident(i) for i in dict.fromkeys([*changed, *(p.incident_id for p in named)])]
             for incident in incidents:
                 if incident is not None and incident.id not in changed:
                     self._current(incident, top=0)
-            return self._summaries([i for i in incidents if i is not None])
+            return self._summaries([i for i in incidents if i is not None], ranked)
 
     def _store(self, alerts: list[Alert]) -> list[str]:
         """Stores new alerts in their incidents and resolutions; returns the incidents changed."""
@@ -188,8 +187,12 @@ class IncidentService:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def _summaries(self, incidents: Sequence[Incident]) -> list[IncidentSummary]:
-        stored = self.store.rankings([i.id for i in incidents], top=TOP_CAUSES)
+    def _summaries(
+        self, incidents: Sequence[Incident], fresh: Mapping[str, StoredRanking] | None = None
+    ) -> list[IncidentSummary]:
+        """With their top causes: from `fresh` rankings (just made) where given, else stored."""
+        fresh = fresh or {}
+        stored = {**self.store.rankings([i.id for i in incidents if i.id not in fresh], top=TOP_CAUSES), **fresh}
         return [
             IncidentSummary(i, stored[i.id].ranking.causes[:TOP_CAUSES] if i.id in stored else ()) for i in incidents
         ]

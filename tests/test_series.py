@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from rca.graph import ServiceGraph
-from rca.series import window_series
+from rca.ingestion import concat
+from rca.series import SeriesCache, WindowSeries, window_series
+from rca.simulation import simulate
 from tests.spanfactory import T0, batch
 
 
@@ -13,3 +17,36 @@ def test_a_window_reaching_far_beyond_retention_has_only_the_retained_columns() 
     series = window_series(graph, T0 - 86_400 * 1_000_000_000, T0 - 3600 * 1_000_000_000, graph.newest_ns + 1)
     assert series.windows <= 7
     assert series.ops.sums[:, :, 0].sum() == 50
+
+
+def _same(a: WindowSeries, b: WindowSeries) -> None:
+    assert (a.first, a.windows, a.history) == (b.first, b.windows, b.history)
+    for kind in ("ops", "edges", "signals"):
+        x, y = getattr(a, kind), getattr(b, kind)
+        assert np.array_equal(x.keys, y.keys), kind
+        assert np.array_equal(x.sums, y.sums), kind
+
+
+def test_a_cached_series_equals_one_built_afresh_as_spans_arrive_and_the_window_moves() -> None:
+    case = simulate("boutique-latency", seed=1, rate=2)
+    spans = concat(list(case.batches))
+    graph, cache = ServiceGraph(window_seconds=10.0, retention_seconds=900.0), SeriesCache()
+    minute = 60_000_000_000
+    start = case.start_ns + 6 * minute
+    reused = 0
+    for k, stop in enumerate(range(case.start_ns + 7 * minute, case.end_ns, minute // 2)):
+        graph.add(spans.select((spans.start_ns >= stop - minute // 2) & (spans.start_ns < stop)))
+        if k % 3 == 2:  # late spans land in closed windows, which must then be rebuilt
+            graph.add(
+                spans.select((spans.start_ns >= stop - 4 * minute) & (spans.start_ns < stop - 4 * minute + 10**9))
+            )
+        window_start = start + (k // 4) * minute  # now and then the incident window moves on
+        history = window_start - 10 * minute
+        before = set(cache.stacked["edges"].identity) if cache.stacked else set()
+        cached = window_series(graph, history, window_start, graph.newest_ns + 1, cache)
+        _same(cached, window_series(graph, history, window_start, graph.newest_ns + 1))
+        reused += len(before & set(cache.stacked["edges"].identity) - {()})  # columns copied, not built
+        # unchanged graph: everything is copied, and still the same
+        _same(window_series(graph, history, window_start, graph.newest_ns + 1, cache), cached)
+    assert reused > 20
+    assert not cached.edges.sums.flags.writeable
