@@ -104,19 +104,19 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
     width = len(tables)
     if previous is None or not reused:
         keys = np.unique(fresh_keys)
-        sums = np.zeros((keys.shape[0], width, columns))
-        present = np.zeros((keys.shape[0], width), np.bool_)
     else:
         new_cols, old_cols = (np.asarray(c, np.intp) for c in zip(*reused, strict=True))
         old_rows = np.flatnonzero(previous.present[:, old_cols].any(axis=1))
         keys = np.union1d(previous.table.keys[old_rows], fresh_keys)
+    sums = np.zeros((keys.shape[0], width, columns))
+    present = np.zeros((keys.shape[0], width), np.bool_)
+    if previous is not None and reused:
         same_rows = old_rows.shape[0] == keys.shape[0] == previous.table.keys.shape[0]
-        if same_rows and width == previous.present.shape[1] and np.array_equal(new_cols, old_cols):
-            sums, present = previous.table.sums.copy(), previous.present.copy()  # columns in place
+        if same_rows and np.array_equal(new_cols, old_cols):  # columns in place: copy a block
+            common = min(width, previous.present.shape[1])
+            sums[:, :common], present[:, :common] = previous.table.sums[:, :common], previous.present[:, :common]
             sums[:, fresh], present[:, fresh] = 0.0, False
         else:
-            sums = np.zeros((keys.shape[0], width, columns))
-            present = np.zeros((keys.shape[0], width), np.bool_)
             new_rows = np.searchsorted(keys, previous.table.keys[old_rows])[:, None]
             sums[new_rows, new_cols] = previous.table.sums[old_rows[:, None], old_cols]
             present[new_rows, new_cols] = previous.present[old_rows[:, None], old_cols]
