@@ -140,6 +140,8 @@ def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tupl
                         seconds, hit = time.perf_counter() - began, None
                     for bucket in (scores[method], by_type[(method, case.fault_type)]):
                         bucket.add(ranked, case.truth_service, seconds, hit)
+                for webhook in case.resolved:  # the case's alerts end, as Alertmanager would tell
+                    _post(f"{api}/webhooks/alertmanager", webhook)
     finally:
         server.terminate()
         server.wait(timeout=30)

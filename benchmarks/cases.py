@@ -33,6 +33,7 @@ class BenchCase:
     webhooks: tuple[dict[str, object], ...]
     alert_ns: int  # the first alert's startsAt
     alert_services: tuple[str, ...]
+    resolved: tuple[dict[str, object], ...]  # the notifications that end the case's alerts, sent after it
 
     @property
     def end_ns(self) -> int:
@@ -43,15 +44,16 @@ def _rfc3339(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def nezha_webhook(case_id: str, service: str, starts_ns: int) -> dict[str, object]:
-    """The Alertmanager v4 body of a latency alert on `service`."""
+def nezha_webhook(case_id: str, service: str, starts_ns: int, ends_ns: int | None = None) -> dict[str, object]:
+    """The Alertmanager v4 body of a latency alert on `service`; resolved at `ends_ns` when given."""
     labels = {"alertname": "HighLatency", "service": service, "severity": "critical"}
+    status = "firing" if ends_ns is None else "resolved"
     alert = {
-        "status": "firing",
+        "status": status,
         "labels": labels,
         "annotations": {"summary": f"{service} p95 latency high"},
         "startsAt": _rfc3339(starts_ns),
-        "endsAt": "0001-01-01T00:00:00Z",
+        "endsAt": "0001-01-01T00:00:00Z" if ends_ns is None else _rfc3339(ends_ns),
         "generatorURL": "http://prometheus.local/graph",
         "fingerprint": hashlib.sha256(f"{case_id}/{service}".encode()).hexdigest()[:16],
     }
@@ -59,7 +61,7 @@ def nezha_webhook(case_id: str, service: str, starts_ns: int) -> dict[str, objec
         "version": "4",
         "groupKey": f'{{}}:{{alertname="HighLatency", service="{service}"}}',
         "truncatedAlerts": 0,
-        "status": "firing",
+        "status": status,
         "receiver": "rca",
         "groupLabels": {"alertname": "HighLatency"},
         "commonLabels": labels,
@@ -78,6 +80,7 @@ def simulated_cases(scenarios: tuple[str, ...], seeds: tuple[int, ...], start_ns
             starts = [a["startsAt"] for w in case.webhooks for a in _alerts(w)]
             alert_ns = min(int(datetime.fromisoformat(str(s).replace("Z", "+00:00")).timestamp() * 1e9) for s in starts)
             firing = tuple(w for w in case.webhooks if w.get("status") == "firing")
+            resolved = tuple(w for w in case.webhooks if w.get("status") == "resolved")
             yield BenchCase(
                 f"{scenario}#{seed}",
                 truth.fault,
@@ -87,6 +90,7 @@ def simulated_cases(scenarios: tuple[str, ...], seeds: tuple[int, ...], start_ns
                 firing,
                 alert_ns,
                 truth.alert_services,
+                resolved,
             )
             cursor = truth.end_ns + GAP_NS
 
@@ -114,6 +118,7 @@ def nezha_cases(root: Path, start_ns: int, limit: int | None = None) -> Iterator
             (nezha_webhook(case.case_id, entry, alert_ns),),
             alert_ns,
             (entry,),
+            (nezha_webhook(case.case_id, entry, alert_ns, ends_ns=max(int(b.end_ns.max()) for b in moved)),),
         )
         cursor = max(int(b.end_ns.max()) for b in moved) + GAP_NS
 

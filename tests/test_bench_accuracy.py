@@ -36,3 +36,18 @@ def test_plot_draws_a_png(tmp_path: Path) -> None:
     plot_report(report, breakdown, out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     json.dumps(report)
+
+
+def test_every_case_ends_its_alerts_after_it_is_scored() -> None:
+    from benchmarks.accuracy import START_NS
+    from benchmarks.cases import nezha_webhook, simulated_cases
+
+    case = next(simulated_cases(("boutique-latency",), (101,), START_NS))
+    fired = {a["fingerprint"] for w in case.webhooks for a in w["alerts"]}  # type: ignore[attr-defined]
+    ended = {a["fingerprint"] for w in case.resolved for a in w["alerts"] if a["status"] == "resolved"}  # type: ignore[attr-defined]
+    assert fired and fired <= ended
+    firing, resolved = nezha_webhook("c", "frontend", START_NS), nezha_webhook("c", "frontend", START_NS, START_NS)
+    assert (firing["status"], resolved["status"]) == ("firing", "resolved")
+    (before,), (after,) = firing["alerts"], resolved["alerts"]  # type: ignore[misc]
+    assert after["fingerprint"] == before["fingerprint"] and after["startsAt"] == before["startsAt"]
+    assert (after["status"], after["endsAt"]) == ("resolved", before["startsAt"])
