@@ -12,6 +12,9 @@ import numpy.typing as npt
 from rca.histogram import N_BUCKETS
 
 _SERIALS = itertools.count()
+# Histogram counts of one window (or of the retention, merged): far below 2^31 at any rate, and
+# histograms are most of a window's memory.
+HIST_DTYPE = np.int32
 
 
 class KeyedTable:
@@ -25,7 +28,7 @@ class KeyedTable:
         self._rows: dict[int, int] = {}
         self.keys = np.zeros(16, np.int64)
         self.sums = np.zeros((16, n_sums), np.float64)
-        self.hist = np.zeros((16, N_BUCKETS), np.int64)
+        self.hist = np.zeros((16, N_BUCKETS), HIST_DTYPE)
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -37,7 +40,7 @@ class KeyedTable:
         new = max(need, capacity * 2)
         self.keys = np.resize(self.keys, new)
         self.sums = np.concatenate([self.sums, np.zeros((new - capacity, self.sums.shape[1]))])
-        self.hist = np.concatenate([self.hist, np.zeros((new - capacity, N_BUCKETS), np.int64)])
+        self.hist = np.concatenate([self.hist, np.zeros((new - capacity, N_BUCKETS), HIST_DTYPE)])
 
     def rows(self, keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         """The rows of the distinct keys (created for new keys), and each key's place among them."""
@@ -88,7 +91,7 @@ class KeyedTable:
         self.sums[rows] += other.sums[:n]
         self.hist[rows] += other.hist[:n]
 
-    def view(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    def view(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int32]]:
         n = len(self)
         return self.keys[:n], self.sums[:n], self.hist[:n]
 
