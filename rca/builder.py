@@ -99,7 +99,7 @@ def assemble(columns: SpanColumns) -> DecodeResult:
         if bad.any():
             rejected[reason] = rejected.get(reason, 0) + int(bad.sum())
             keep &= ok
-    signals = with_nccl_latency(c.signals, c.strings, c.operation, (end - start) / 1e9)
+    signals = with_nccl_latency(c.signals, c.strings, c.operation, start, end)
     batch = SpanBatch(
         trace_id=c.trace_id,
         span_id=c.span_id,

@@ -57,8 +57,9 @@ def _search(
     for k in splits:
         wb, wyb, wyyb = cw[k - 1], cwy[k - 1], cwyy[k - 1]
         wa, wya, wyya = total_w - wb, total_wy - wyb, total_wyy - wyyb
-        mb = wyb / wb if wb != 0 else (np.nan if wyb == 0 else np.sign(wyb) * np.inf)
-        ma = wya / wa if wa != 0 else (np.nan if wya == 0 else np.sign(wya) * np.inf)
+        # an empty segment has no weighted values either (0/0, as numpy's NaN)
+        mb = wyb / wb if wb != 0 else np.nan
+        ma = wya / wa if wa != 0 else np.nan
         scatter = (wyyb - wyb * mb) + (wyya - wya * ma)
         sigma2 = max(_finite(scatter / max(nonzero - 2.0, 1.0)), floor)
         stat = (ma - mb) / np.sqrt(sigma2 / wb + sigma2 / wa) if wb >= MIN_WEIGHT and wa >= MIN_WEIGHT else 0.0

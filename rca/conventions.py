@@ -129,19 +129,20 @@ def with_nccl_latency(
     signals: npt.NDArray[np.float64],
     strings: Sequence[str],
     operation: npt.NDArray[np.int32],
-    duration_s: npt.NDArray[np.float64],
+    start_ns: npt.NDArray[np.integer],
+    end_ns: npt.NDArray[np.integer],
 ) -> npt.NDArray[np.float64]:
-    """`signals` with NCCL latency filled in from the durations of `nccl:` spans (operations are
-    indices into `strings`): point-to-point ops apart from collectives, whose duration includes
-    waiting for the slowest rank. A copy when anything is filled in."""
+    """`signals` with NCCL latency (seconds) filled in from the durations of `nccl:` spans
+    (operations are indices into `strings`): point-to-point ops apart from collectives, whose
+    duration includes waiting for the slowest rank. A copy when anything is filled in."""
     nccl = [i for i, text in enumerate(strings) if text.startswith(NCCL_PREFIX)]
     if not nccl:
         return signals
-    is_nccl = np.isin(operation, nccl)
-    if not is_nccl.any():
+    rows = np.flatnonzero(np.isin(operation, nccl))
+    if rows.shape[0] == 0:
         return signals
-    p2p = np.isin(operation, [i for i in nccl if strings[i] in NCCL_P2P_OPS])
+    p2p = np.isin(operation[rows], [i for i in nccl if strings[i] in NCCL_P2P_OPS])
+    column = np.where(p2p, Signal.NCCL_P2P_LATENCY, Signal.NCCL_LATENCY)
     signals = signals.copy()
-    signals[is_nccl & ~p2p, Signal.NCCL_LATENCY] = duration_s[is_nccl & ~p2p]
-    signals[p2p, Signal.NCCL_P2P_LATENCY] = duration_s[p2p]
+    signals[rows, column] = (end_ns[rows] - start_ns[rows]) / 1e9
     return signals

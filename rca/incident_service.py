@@ -128,9 +128,10 @@ class IncidentService:
     def _topology_from(self, graph: ServiceGraph, first_ns: int) -> Topology:
         """The topology of `_range`, reused while the range and the graph's contents are the same
         (clustering a webhook's alerts and ranking their new incident read the same one)."""
-        key = (*self._range(graph, first_ns), graph.counts(), len(graph.names.nodes))
+        start, end = self._range(graph, first_ns)
+        key = (start, end, graph.counts(), len(graph.names.nodes))
         if self._topology is None or self._topology[0] != key:
-            self._topology = key, topology_between(graph, *self._range(graph, first_ns))
+            self._topology = key, topology_between(graph, start, end)
         return self._topology[1]
 
     # -- ranking ----------------------------------------------------------------------------

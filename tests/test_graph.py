@@ -81,12 +81,13 @@ def test_nccl_latency_keeps_point_to_point_apart_from_collectives() -> None:
 
     strings = ("model_forward", "nccl:AllReduce", "nccl:Send", "nccl:Recv")
     operation = np.asarray([0, 1, 2, 3], np.int32)
-    duration = np.asarray([0.5, 0.2, 4e-6, 5e-6])
+    start = np.full(4, 1_000_000_000, np.int64)
+    end = start + np.asarray([500_000_000, 200_000_000, 4_000, 5_000])  # 0.5 s, 0.2 s, 4 µs, 5 µs
     signals = np.full((4, N_SIGNALS), np.nan)
-    out = with_nccl_latency(signals, strings, operation, duration)
+    out = with_nccl_latency(signals, strings, operation, start, end)
     assert np.isnan(signals).all()  # the input is left alone
     assert np.isnan(out[0, [Signal.NCCL_LATENCY, Signal.NCCL_P2P_LATENCY]]).all()
     assert out[1, Signal.NCCL_LATENCY] == 0.2 and np.isnan(out[1, Signal.NCCL_P2P_LATENCY])
     assert out[2:, Signal.NCCL_P2P_LATENCY].tolist() == [4e-6, 5e-6]
     assert np.isnan(out[2:, Signal.NCCL_LATENCY]).all()
-    assert with_nccl_latency(signals, ("a",), operation[:1], duration[:1]) is signals
+    assert with_nccl_latency(signals, ("a",), operation[:1], start[:1], end[:1]) is signals

@@ -50,7 +50,7 @@ class SpanColumns:
             for signal, values in block.items():
                 signals[offset : offset + values.shape[0], signal] = values
         strings = tuple(self._strings)
-        signals = with_nccl_latency(signals, strings, c["operation"], (c["end"] - c["start"]) / 1e9)
+        signals = with_nccl_latency(signals, strings, c["operation"], c["start"], c["end"])
         order = np.argsort(c["start"], kind="stable")
         return SpanBatch(
             trace_id=c["trace"][order].astype(np.uint64),
