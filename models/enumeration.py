@@ -19,7 +19,7 @@ from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO
 from pyro.infer.autoguide import AutoNormal
 from pyro.optim import Adam  # type: ignore[attr-defined]
 
-from models.health import HealthParams, log_healthy, log_mixture_ratio, log_prior
+from models.health import HealthParams, log_healthy, log_mixture_ratio, log_prior, root_scores
 from models.structure import Relation
 
 
@@ -45,7 +45,8 @@ def single_root_model(
     loc = torch.where(node == root, params.array("fault_loc", torch), params.array("relation_loc", torch)[relation_of])
     with pyro.plate("nodes", n_nodes, dim=-2), pyro.plate("signals", n_faults, dim=-1):
         healthy = log_healthy(score, params, torch)
-        density = healthy + log_mixture_ratio(score, weight, params, loc, torch) / params.temperature
+        read = torch.where(node == root, root_scores(score, params, torch), score)  # a root's own: capped
+        density = healthy + log_mixture_ratio(read, weight, params, loc, torch) / params.temperature
         pyro.factor("evidence", torch.where(mask, density, torch.zeros(())))
 
 
@@ -80,7 +81,8 @@ def multi_root_model(
     propagation = params.array("relation_weight", torch)[Relation.ANCESTOR]
     spared = torch.exp(below.to(score.dtype) @ torch.log1p(-propagation * intensity[:, None]))
     weight = 1.0 - own * spared
-    pyro.factor("evidence", (log_mixture_ratio(score, weight, params, xp=torch) * mask).sum() / params.temperature)
+    ratio = log_mixture_ratio(root_scores(score, params, torch), weight, params, xp=torch)
+    pyro.factor("evidence", (ratio * mask).sum() / params.temperature)
 
 
 def fit_multi_root(

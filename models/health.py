@@ -6,7 +6,7 @@ log-normal. A node in a given state draws each score from the mixture
 `w * faulty + (1 - w) * healthy`, where `w` is the activation of that signal under the root's
 fault class for the root itself, the weight of the node's relation to the root for the others
 (its callers on the way to the alert, the callees seen only through its client spans, its
-tensor-parallel peers), and 0 for unrelated nodes.
+tensor-parallel peers, its callees' network nodes), and 0 for unrelated nodes.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from rca.evidence import N_FAULTS, F
+from rca.evidence import MAX_SCORE, N_FAULTS, F
 from rca.ranking import Fault
 
 LLM_FAULTS = (
@@ -48,12 +49,14 @@ def _default_activation() -> list[list[float]]:
 
 def _default_relations() -> list[list[float]]:
     """How often a node related to the root (`models.structure.Relation`: none, ancestor,
-    measured callee, tensor-parallel peer) shows signal f because of the root's fault."""
-    none, ancestor, measured, peer = ([0.0] * N_FAULTS, [0.01] * N_FAULTS, [0.01] * N_FAULTS, [0.01] * N_FAULTS)
+    measured callee, tensor-parallel peer, callee's network) shows signal f because of the root's
+    fault."""
+    none, ancestor, measured, peer, network = [0.0] * N_FAULTS, *([0.01] * N_FAULTS for _ in range(4))
     ancestor[F[Fault.LATENCY]], ancestor[F[Fault.ERRORS]], ancestor[F[Fault.CALL_STRUCTURE]] = 0.1, 0.5, 0.3
     measured[F[Fault.LATENCY]], measured[F[Fault.ERRORS]] = 0.3, 0.9
     peer[F[Fault.NCCL_COMMUNICATION]], peer[F[Fault.LATENCY]] = 0.8, 0.3
-    return [none, ancestor, measured, peer]
+    network[F[Fault.LATENCY]] = 0.3  # a starved caller is slow in all its client calls
+    return [none, ancestor, measured, peer, network]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +76,7 @@ class HealthParams:
     )
     # Where a related node's driven signal sits: effects weaken as they spread, so the node with
     # the strongest signal is the likelier root. Row per relation, like `relation_weight`.
-    relation_loc: tuple[tuple[float, ...], ...] = ((math.log(5.0),) * N_FAULTS,) * 4
+    relation_loc: tuple[tuple[float, ...], ...] = ((math.log(5.0),) * N_FAULTS,) * 5
     temperature: float = 1.0
 
     def array(self, name: str, xp: ModuleType = np) -> Any:
@@ -108,6 +111,22 @@ def log_mixture_ratio(score: Any, weight: Any, params: HealthParams, loc: Any = 
     log_lr = log_faulty(score, params, loc, xp) - log_healthy(score, params, xp)
     w = xp.clip(weight, 1e-9, 1 - 1e-9)
     return xp.logaddexp(xp.log(w) + log_lr, xp.log1p(-w))
+
+
+@functools.lru_cache(maxsize=8)
+def fault_peak(params: HealthParams) -> npt.NDArray[np.float64]:
+    """Per class, the score at which a root's own likelihood ratio (faulty at `fault_loc` over
+    healthy) peaks. Past it the log-normal would call a stronger anomaly less likely a fault, so a
+    root's scores are read as at most this: more anomalous never means less suspect."""
+    grid = np.linspace(0.0, MAX_SCORE, 1201)[:, None]
+    ratio = log_faulty(grid, params) - log_healthy(grid, params)
+    peak: npt.NDArray[np.float64] = grid[np.argmax(ratio, axis=0), 0]
+    return peak
+
+
+def root_scores(score: Any, params: HealthParams, xp: ModuleType = np) -> Any:
+    """A root's scores as its own likelihood reads them: capped at `fault_peak`."""
+    return xp.minimum(score, xp.asarray(fault_peak(params)))
 
 
 def log_prior(valid: Any, xp: ModuleType = np) -> Any:

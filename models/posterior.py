@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import logsumexp
 
-from models.health import HealthParams, log_mixture_ratio, log_prior
+from models.health import HealthParams, log_mixture_ratio, log_prior, root_scores
 from models.structure import CausalStructure
 
 Array = npt.NDArray[np.float64]
@@ -29,7 +29,8 @@ def log_posterior(score: Array, structure: CausalStructure, params: HealthParams
     """Normalised log posterior, shape (candidates, classes); -inf where a class can't be measured."""
     root_s, root_mask = observed(score[structure.candidates])
     activation = params.array("activation")  # (C, F)
-    root = (log_mixture_ratio(root_s[:, None, :], activation[None, :, :], params) * root_mask[:, None, :]).sum(-1)
+    capped = root_scores(root_s, params)[:, None, :]
+    root = (log_mixture_ratio(capped, activation[None, :, :], params) * root_mask[:, None, :]).sum(-1)
     weights, locs = params.array("relation_weight"), params.array("relation_loc")  # (relations, F)
     likelihood = root.copy()
     for k in range(1, weights.shape[0]):

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from models.health import HealthParams, load_params
 from models.posterior import log_posterior, observed
@@ -76,11 +77,12 @@ class BayesianRanker:
             return ()
         structure = evidence_structure(evidence, alert_nodes)
         posterior = np.exp(log_posterior(evidence.score, structure, self._active_params()))
-        node_p = posterior.sum(axis=1)
+        rows, dominant, merged = _reported(evidence, structure.candidates, posterior)
+        node_p = merged.sum(axis=1)
         node_p = node_p / node_p.sum()
-        fault = posterior.argmax(axis=1)
+        fault = merged.argmax(axis=1)
         order = np.argsort(-node_p, kind="stable")
-        rows = structure.candidates[order].tolist()
+        shown_rows = dominant[order].tolist()
         names, services = evidence.nodes, evidence.services
         return tuple(
             Cause(
@@ -90,20 +92,35 @@ class BayesianRanker:
                 fault=FAULTS[k],
                 probability=p,
                 evidence=shown,
-                path=tuple(names[i] for i in path),
+                path=(names[row], *(names[i] for i in path[1:])),
             )
             for rank, (row, k, p, shown, path) in enumerate(
                 zip(
-                    rows,
+                    rows[order].tolist(),
                     fault[order].tolist(),
                     node_p[order].tolist(),
-                    _evidence(evidence, rows),
-                    structure.paths(rows),
+                    _evidence(evidence, shown_rows),
+                    structure.paths(shown_rows),
                     strict=True,
                 ),
                 start=1,
             )
         )
+
+
+def _reported(
+    evidence: NodeEvidence, candidates: npt.NDArray[np.int64], posterior: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """A network node is reported as its callee: (reported rows, the candidate row whose evidence
+    and path each shows, the posterior summed per reported row)."""
+    owner = evidence.owner[candidates]
+    report = np.where(evidence.network[candidates] & np.isin(owner, candidates), owner, candidates)
+    rows, group = np.unique(report, return_inverse=True)
+    merged = np.zeros((rows.shape[0], posterior.shape[1]))
+    np.add.at(merged, group, posterior)
+    by_mass = np.lexsort((-posterior.sum(axis=1), group))  # per group, most probable first
+    first = by_mass[np.r_[True, group[by_mass][1:] != group[by_mass][:-1]]]
+    return rows, candidates[first], merged
 
 
 def simultaneous_roots(
@@ -121,7 +138,10 @@ def simultaneous_roots(
     tensors = torch.from_numpy(score), torch.from_numpy(mask)
     intensity = fit_multi_root(*tensors, below, params, steps=steps, seed=seed).tolist()
     ranked = sorted(zip(structure.candidates.tolist(), intensity, strict=True), key=lambda pair: -pair[1])
-    return [(evidence.nodes[row], value) for row, value in ranked]
+    strongest: dict[str, float] = {}  # a network node is reported as its callee
+    for row, value in ranked:
+        strongest.setdefault(evidence.services[row] if evidence.network[row] else evidence.nodes[row], value)
+    return list(strongest.items())
 
 
 def _evidence(evidence: NodeEvidence, rows: list[int]) -> list[tuple[Evidence, ...]]:

@@ -2,10 +2,11 @@
 
 Faults propagate callee → caller. The candidates are the alerting nodes and every node they
 depend on (reachable along caller → callee edges). Besides the root itself, a root's fault shows
-on three kinds of other nodes (`Relation`): its ancestors (the candidates that reach it: callers
+on four kinds of other nodes (`Relation`): its ancestors (the candidates that reach it: callers
 on the way to an alerting node); the uninstrumented callees whose only evidence is the root's own
-client spans; and its tensor-parallel peers (nodes with NCCL collectives under a common caller),
-which wait for it in every collective.
+client spans; its tensor-parallel peers (nodes with NCCL collectives under a common caller), which
+wait for it in every collective; and the network nodes of its callees, measured by its own client
+calls.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Relation(IntEnum):
     ANCESTOR = 1
     MEASURED = 2  # an uninstrumented callee of r, seen only through r's client spans
     PEER = 3  # a tensor-parallel peer of r (or of the worker owning r)
+    NETWORK = 4  # the network node of one of r's callees, timed by r's client calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +67,13 @@ def causal_structure(
     alerting: list[int],
     *,
     virtual: npt.NDArray[np.bool_] | None = None,
+    network: npt.NDArray[np.bool_] | None = None,
     collective: npt.NDArray[np.bool_] | None = None,
     owner: Index | None = None,
 ) -> CausalStructure:
     """Candidates reachable from `alerting` (all nodes when none is given) over caller → callee
-    `edges`; `virtual` marks uninstrumented nodes, `collective` nodes with NCCL signals, `owner`
-    the row of the service owning each node."""
+    `edges`; `virtual` marks uninstrumented nodes, `network` callees' network nodes, `collective`
+    nodes with NCCL signals, `owner` the row of the service owning each node."""
     alerting = sorted(set(alerting)) or list(range(n_nodes))
     source = n_nodes  # a super-source calling every alerting node
     rows = np.concatenate([edges[:, 0], np.full(len(alerting), source)])
@@ -100,6 +103,8 @@ def causal_structure(
         relation[np.arange(candidates.shape[0]), worker] = Relation.NONE
     if virtual is not None:
         relation[direct & virtual[candidates][None, :]] = Relation.MEASURED
+    if network is not None:
+        relation[direct & network[candidates][None, :]] = Relation.NETWORK
     relation[reach.T] = Relation.ANCESTOR  # reach[i, r]: i reaches r, so i is r's ancestor
     np.fill_diagonal(relation, Relation.NONE)
     return CausalStructure(candidates, relation, predecessor)
@@ -113,6 +118,7 @@ def evidence_structure(evidence: NodeEvidence, alert_nodes: Sequence[str]) -> Ca
         evidence.edges,
         [rows[n] for n in alert_nodes if n in rows],
         virtual=evidence.virtual,
+        network=evidence.network,
         collective=~np.isnan(evidence.score[:, F[Fault.NCCL_COMMUNICATION]]),
         owner=evidence.owner,
     )

@@ -115,6 +115,7 @@ class EdgeSum(IntEnum):
     PEER_ERRORS = 4
     PEER_DURATION = 5
     PAIRED = 6  # of those, the ones whose instrumented child span was found
+    GAP = 7  # parent's duration less the child's: for a client call's one child, the network time
 
 
 class SignalSum(IntEnum):

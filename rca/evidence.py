@@ -2,7 +2,8 @@
 
 For every node the window's series are split at the row's own change point (`rca.changepoint`)
 and scored as one-sided shifts: self time (latency; calls to uninstrumented callees are moved
-from the caller's self time to the virtual callee), error rate, call structure (downstream calls
+from the caller's self time to the virtual callee, and client calls' self time, time on the wire,
+to a network node per callee), error rate, call structure (downstream calls
 per call of each operation, either way), and the section 6 LLM-serving signals. A node's score for
 a class is its strongest row, less the expected maximum of that many null statistics, gated by the
 contract's thresholds where it names them. Unmeasurable classes are NaN.
@@ -28,6 +29,7 @@ N_FAULTS = len(FAULTS)
 F = {fault: i for i, fault in enumerate(FAULTS)}
 MAX_SCORE = 60.0
 MIN_BASELINE_WINDOWS = 2
+NETWORK_SUFFIX = " (network)"
 LATENCY_FLOOR_S = 1e-4  # self times below 100 µs are noise, not latency
 Array = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]
@@ -41,6 +43,7 @@ class NodeEvidence:
     services: tuple[str, ...]
     owner: Index  # row of the service owning each node (itself for services)
     virtual: npt.NDArray[np.bool_]  # uninstrumented callees, known only from their callers' spans
+    network: npt.NDArray[np.bool_]  # a callee's network: its callers' client-call self time (reported as the callee)
     score: Array
     observed: Array
     baseline: Array
@@ -109,6 +112,8 @@ class _Extractor:
         self.last = series.windows - MIN_BASELINE_WINDOWS
         self.node_of = graph.names.nodeop_node
         self.op_of = graph.names.nodeop_op
+        self.network_base = len(graph.names.nodes)  # node ids from here on: callees' network nodes
+        self.client, self.wire_edges = self._client_calls()
 
     def shift(self, y: Array, w: Array, direction: int, floor: Array | float) -> Shift:
         return mean_shift(y, w, first=self.first, last=self.last, direction=direction, variance_floor=floor)
@@ -117,8 +122,33 @@ class _Extractor:
         node, op = self.names.nodes[int(self.node_of[nodeop])], self.names.ops[int(self.op_of[nodeop])]
         return f"{node}:{op}" if op else node
 
+    def _edge_name(self, row: int) -> str:
+        key = int(self.series.edges.keys[row])
+        return f"{self._nodeop_name(key >> 32)} -> {self.names.nodes[int(self.node_of[key & 0xFFFFFFFF])]}"
+
     def op_label(self, nodeop: Index, prefix: str) -> _Labels:
         return _Labels(prefix, self.op_of[nodeop], self.names.ops.__getitem__)
+
+    def _client_calls(self) -> tuple[npt.NDArray[np.bool_], Index]:
+        """Client calls: node-operations (mask over ops) whose every call has one child, always
+        on another node, so their self time is time on the wire and in the callees' network
+        stacks, not the caller's own work; and the edge rows they call along."""
+        ops, edges = self.series.ops, self.series.edges
+        client = np.zeros(ops.keys.shape[0], np.bool_)
+        children = edges.sums[:, :, EdgeSum.CALLS].sum(axis=1)
+        rows = np.flatnonzero(children > 0)
+        if rows.shape[0] == 0 or ops.keys.shape[0] == 0:
+            return client, rows
+        caller_op = edges.keys[rows] >> 32
+        caller = np.minimum(np.searchsorted(ops.keys, caller_op), ops.keys.shape[0] - 1)
+        known = ops.keys[caller] == caller_op
+        rows, caller = rows[known], caller[known]
+        local = self.node_of[edges.keys[rows] & 0xFFFFFFFF] == self.node_of[caller_op[known]]
+        has_local = np.bincount(caller, weights=local, minlength=client.shape[0]) > 0
+        per_op = np.bincount(caller, weights=children[rows], minlength=client.shape[0])
+        calls = ops.sums[:, :, OpSum.CALLS].sum(axis=1)
+        client = (calls > 0) & ~has_local & (np.abs(per_op - calls) <= 0.1 * calls)
+        return client, rows[client[caller]]
 
     # -- service and virtual nodes ---------------------------------------------------------
 
@@ -128,9 +158,16 @@ class _Extractor:
         virtual_time = self._unpaired_peer_time(ops.keys)
         self_time = ops.sums[:, :, OpSum.DURATION] - ops.sums[:, :, OpSum.CHILD_DURATION] - virtual_time
         log_self = np.log(np.maximum(_per_window_mean(self_time, calls), LATENCY_FLOOR_S))
-        nodes = self.node_of[ops.keys]
-        labels = self.op_label(ops.keys, "self_time_s")
-        rows_latency = [(nodes, log_self, calls, labels)]
+        own = ~self.client
+        labels = self.op_label(ops.keys[own], "self_time_s")
+        rows_latency = [(self.node_of[ops.keys[own]], log_self[own], calls[own], labels)]
+        if self.wire_edges.shape[0]:  # a client call's self time is evidence on its callee's network
+            wire = edges.sums[self.wire_edges]
+            gap = _per_window_mean(wire[:, :, EdgeSum.GAP], wire[:, :, EdgeSum.CALLS])
+            log_gap = np.log(np.maximum(gap, LATENCY_FLOOR_S))
+            callee = self.node_of[edges.keys[self.wire_edges] & 0xFFFFFFFF]
+            label = _Labels("network_time_s", self.wire_edges, self._edge_name)
+            rows_latency.append((self.network_base + callee, log_gap, wire[:, :, EdgeSum.CALLS], label))
         error_rate = _per_window_mean(ops.sums[:, :, OpSum.ERRORS], calls)
         rows_errors = [(self.node_of[ops.keys], error_rate, calls, self.op_label(ops.keys, "error_rate"))]
         # Virtual callees: the client spans' own durations and errors are their evidence.
@@ -328,15 +365,22 @@ def extract_evidence(
         onset[node_rows, j] = series.start_ns(r.shift.onset[best])
         for i, text in zip(node_rows.tolist(), r.label_rows(best), strict=True):
             labels[i][j] = text
-    names = graph.names
-    owners = np.asarray([names.owners[int(i)] for i in present.tolist()], np.int64)
+    names, base = graph.names, x.network_base
+    network = present >= base
+    graph_node = np.where(network, present - base, present)  # a network node's callee
+    owners = np.asarray([names.owners[int(i)] for i in graph_node.tolist()], np.int64)
+    owners[network] = graph_node[network]
     owner_row = np.searchsorted(present, owners)
     owner_row = np.where(present[np.minimum(owner_row, n - 1)] == owners, owner_row, np.arange(n))
     return NodeEvidence(
-        nodes=tuple(names.nodes[int(i)] for i in present.tolist()),
+        nodes=tuple(
+            names.nodes[i] + NETWORK_SUFFIX if net else names.nodes[i]
+            for i, net in zip(graph_node.tolist(), network.tolist(), strict=True)
+        ),
         services=tuple(names.nodes[int(i)] for i in owners.tolist()),
         owner=owner_row,
-        virtual=np.asarray([names.kinds[int(i)] is NodeKind.VIRTUAL for i in present.tolist()], np.bool_),
+        virtual=~network & np.asarray([names.kinds[i] is NodeKind.VIRTUAL for i in graph_node.tolist()], np.bool_),
+        network=network,
         score=score,
         observed=observed,
         baseline=baseline,
@@ -354,4 +398,7 @@ def _edge_pairs(x: _Extractor) -> Index:
     calls = (s[:, :, EdgeSum.CALLS] + s[:, :, EdgeSum.PEER_CALLS]).sum(axis=1)
     pairs = np.stack([x.node_of[edges.keys >> 32], x.node_of[edges.keys & 0xFFFFFFFF]], axis=1)[calls > 0]
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    wire = edges.keys[x.wire_edges]  # callers → the network nodes of their callees
+    network = np.stack([x.node_of[wire >> 32], x.network_base + x.node_of[wire & 0xFFFFFFFF]], axis=1)
+    pairs = np.concatenate([pairs, network])
     return np.unique(pairs, axis=0) if pairs.shape[0] else pairs

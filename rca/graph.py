@@ -171,7 +171,7 @@ class ServiceGraph:
             self._count_ops(window[sel], gpu_nodeop, duration[sel], batch.error[sel])
             self._count_edges(window[sel], nodeop[sel], gpu_nodeop, duration[sel], batch.error[sel])
         self._count_signals(window, np.where(has_resource, resources, nodes), batch.signals)
-        self._index.insert(batch.span_id, nodeop, peer_nodeop, window)
+        self._index.insert(batch.span_id, nodeop, peer_nodeop, window, duration)
         has_parent = batch.parent_id != 0
         self._pending.append(
             _Pending(
@@ -236,12 +236,15 @@ class ServiceGraph:
         duration: npt.NDArray[np.float64],
         error: npt.NDArray[np.bool_],
         peer: bool = False,
+        gap: npt.NDArray[np.float64] | None = None,
     ) -> None:
         sums = np.zeros((caller.shape[0], len(EdgeSum)))
         base = EdgeSum.PEER_CALLS if peer else EdgeSum.CALLS
         sums[:, base] = 1.0
         sums[:, base + 1] = error
         sums[:, base + 2] = duration
+        if gap is not None:
+            sums[:, EdgeSum.GAP] = gap
         keys = (caller << 32) | callee
         hist = buckets(duration)
         for aggregate, sel in self._by_window(window):
@@ -289,9 +292,10 @@ class ServiceGraph:
         )
         self._pending = []
         self._pending_count = 0
-        parent = self._index.lookup(p.parent, self.newest_ns // self.window_ns)
+        parent, parent_s = self._index.lookup(p.parent, self.newest_ns // self.window_ns)
         found = parent[:, 0] >= 0
-        self._attribute(parent[found], p.nodeop[found], p.duration_s[found], p.error[found])
+        gap = parent_s[found] - p.duration_s[found]
+        self._attribute(parent[found], p.nodeop[found], p.duration_s[found], p.error[found], gap)
         waiting = ~found
         stale = p.window < self.newest_ns // self.window_ns - self.pending_windows
         self._orphaned += int((waiting & stale).sum())
@@ -308,6 +312,7 @@ class ServiceGraph:
         child: npt.NDArray[np.int64],
         duration: npt.NDArray[np.float64],
         error: npt.NDArray[np.bool_],
+        gap: npt.NDArray[np.float64],
     ) -> None:
         if child.shape[0] == 0:
             return
@@ -319,7 +324,7 @@ class ServiceGraph:
             aggregate.ops.add(parent_nodeop[sel], sums[sel], None)
         # Every child counts on its parent operation's edge, local ones too: together they are the
         # operation's call structure. Only remote ones make graph edges (`graphview`).
-        self._count_edges(window, parent_nodeop, child, duration, error)
+        self._count_edges(window, parent_nodeop, child, duration, error, gap=gap)
         node_of = self.names.nodeop_node
         remote = node_of[parent_nodeop] != node_of[child]
         paired = remote & (parent_peer >= 0)

@@ -27,21 +27,30 @@ def test_index_matches_two_generations_of_dicts(insertions: list[list[int]], cap
             current.update((i, 1000 * step + k) for k, i in enumerate(chunk, start))
         nodeops = 1000 * step + np.arange(len(ids), dtype=np.int64)
         index.insert(
-            np.asarray(ids, np.uint64), nodeops, np.full(len(ids), 4, np.int64), np.full(len(ids), 9, np.int64)
+            np.asarray(ids, np.uint64),
+            nodeops,
+            np.full(len(ids), 4, np.int64),
+            np.full(len(ids), 9, np.int64),
+            nodeops / 4.0,  # a duration per entry (exact in float32 at these sizes)
         )
         probe = np.arange(1, 41, dtype=np.uint64)
-        found = index.lookup(probe, 9)
+        found, seconds = index.lookup(probe, 9)
         expected = [current.get(i, previous.get(i, -1)) for i in range(1, 41)]
         assert found[:, 0].tolist() == expected
         assert found[:, 1].tolist() == [4 if e >= 0 else -1 for e in expected]
         assert found[:, 2].tolist() == [9 if e >= 0 else -1 for e in expected]
+        assert [None if np.isnan(d) else d for d in seconds.tolist()] == [e / 4.0 if e >= 0 else None for e in expected]
 
 
 def test_index_holds_a_large_batch_and_finds_every_id() -> None:
     rng = np.random.default_rng(3)
     ids = rng.integers(1, 2**63, 50_000, dtype=np.int64).astype(np.uint64)
     index = SpanIndex(capacity=100_000)
-    index.insert(ids, np.arange(50_000, dtype=np.int64), np.full(50_000, -1, np.int64), np.zeros(50_000, np.int64))
-    assert (index.lookup(ids, 0)[:, 1] == -1).all()
-    assert (index.lookup(ids[::-1], 0)[:, 0] == np.arange(50_000)[::-1]).all()
-    assert (index.lookup(np.asarray([7, 8], np.uint64), 0) == -1).all()
+    rows = np.arange(50_000, dtype=np.int64)
+    index.insert(ids, rows, np.full(50_000, -1, np.int64), np.zeros(50_000, np.int64), rows * 1e-3)
+    assert (index.lookup(ids, 0)[0][:, 1] == -1).all()
+    found, seconds = index.lookup(ids[::-1], 0)
+    assert (found[:, 0] == rows[::-1]).all()
+    assert np.allclose(seconds, rows[::-1] * 1e-3)
+    missing, no_seconds = index.lookup(np.asarray([7, 8], np.uint64), 0)
+    assert (missing == -1).all() and np.isnan(no_seconds).all()

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from models.enumeration import enumerated_posterior, fit_multi_root
-from models.health import HealthParams
+from models.health import HealthParams, fault_peak, log_faulty, log_healthy
 from models.posterior import log_posterior, observed
 from models.structure import Relation, causal_structure
 from rca.evidence import N_FAULTS, F
 from rca.ranking import Fault
 
-LAT, ERR = F[Fault.LATENCY], F[Fault.ERRORS]
+LAT, ERR, CS = F[Fault.LATENCY], F[Fault.ERRORS], F[Fault.CALL_STRUCTURE]
 
 
 def _chain_scores(seed: int, n: int = 6) -> np.ndarray:
@@ -26,13 +27,18 @@ def _chain_scores(seed: int, n: int = 6) -> np.ndarray:
     return score
 
 
+# Call structure's faulty density as narrow as the shipped fit makes it: its ratio peaks early.
+NARROW = HealthParams(fault_loc=(math.log(10.0),) * N_FAULTS, fault_scale=(0.8, 0.8, 0.3, *(0.8,) * (N_FAULTS - 3)))
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_vectorised_posterior_equals_pyro_enumeration(seed: int) -> None:
     score = _chain_scores(seed)
     score[2, LAT] = 14.0
+    score[4, CS] = 40.0  # beyond call structure's peak: the root's own score is capped in both forms
     edges = np.array([[0, 1], [1, 2], [2, 3], [1, 4], [4, 5]])
     structure = causal_structure(6, edges, [0])
-    params = HealthParams(temperature=1.7)
+    params = replace(NARROW, temperature=1.7)
     closed = np.exp(log_posterior(score, structure, params))
     s, mask = (torch.from_numpy(a) for a in observed(score))
     pyro_probs = enumerated_posterior(
@@ -55,6 +61,20 @@ def test_deepest_anomalous_node_is_the_root_and_callers_are_explained() -> None:
     assert int(np.argmax(node_p)) == 2
     assert node_p[2] > 0.8
     assert int(np.argmax(posterior[2])) == LAT
+
+
+def test_a_stronger_anomaly_never_makes_a_root_less_likely() -> None:
+    peak = fault_peak(NARROW)[CS]
+    grid = np.linspace(0.0, 60.0, 601)[:, None].repeat(N_FAULTS, axis=1)
+    ratio = (log_faulty(grid, NARROW) - log_healthy(grid, NARROW))[:, CS]
+    assert 4.0 < peak < 10.0 and ratio[-1] < ratio.max()  # uncapped, a huge shift would look healthier
+    structure = causal_structure(2, np.zeros((0, 2), np.int64), [0, 1])
+    root_p = []
+    for strong in (peak, 2 * peak, 50.0):
+        score = np.zeros((2, N_FAULTS))
+        score[0, CS], score[1, LAT] = strong, 6.0
+        root_p.append(float(np.exp(log_posterior(score, structure, NARROW))[0].sum()))
+    assert root_p[0] > 0.5 and np.allclose(root_p, root_p[0])
 
 
 def test_classes_that_cannot_be_measured_get_no_mass() -> None:
