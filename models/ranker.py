@@ -113,8 +113,11 @@ def _reported(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """A network node is reported as its callee: (reported rows, the candidate row whose evidence
     and path each shows, the posterior summed per reported row)."""
+    network = evidence.network[candidates]
+    if not network.any():
+        return candidates, candidates, posterior
     owner = evidence.owner[candidates]
-    report = np.where(evidence.network[candidates] & np.isin(owner, candidates), owner, candidates)
+    report = np.where(network & np.isin(owner, candidates), owner, candidates)
     rows, group = np.unique(report, return_inverse=True)
     merged = np.zeros((rows.shape[0], posterior.shape[1]))
     np.add.at(merged, group, posterior)
@@ -146,13 +149,16 @@ def simultaneous_roots(
 
 def _evidence(evidence: NodeEvidence, rows: list[int]) -> list[tuple[Evidence, ...]]:
     """The strongest measured signals of each row, strongest first (finite values only: JSON has
-    no NaN)."""
+    no NaN). Selected as arrays, then made into objects in one pass (every candidate has some)."""
     score, observed, baseline = evidence.score[rows], evidence.observed[rows], evidence.baseline[rows]
     shown = np.isfinite(score) & np.isfinite(observed) & np.isfinite(baseline)
-    order = np.argsort(np.where(shown, -score, np.inf), axis=1)[:, :EVIDENCE_PER_CAUSE].tolist()
-    return [
-        tuple(Evidence(evidence.signal[row][j], o[j], b[j], s[j]) for j in columns if ok[j])
-        for row, columns, s, o, b, ok in zip(
-            rows, order, score.tolist(), observed.tolist(), baseline.tolist(), shown.tolist(), strict=True
-        )
-    ]
+    order = np.argsort(np.where(shown, -score, np.inf), axis=1, kind="stable")[:, :EVIDENCE_PER_CAUSE]
+    at, column = np.nonzero(np.take_along_axis(shown, order, axis=1))
+    column = order[at, column]
+    signals = evidence.signal
+    names = [signals[row][j] for row, j in zip(np.asarray(rows)[at].tolist(), column.tolist(), strict=True)]
+    made = list(
+        map(Evidence, names, observed[at, column].tolist(), baseline[at, column].tolist(), score[at, column].tolist())
+    )
+    ends = np.cumsum(np.bincount(at, minlength=len(rows))).tolist()
+    return [tuple(made[start:end]) for start, end in zip([0, *ends[:-1]], ends, strict=True)]

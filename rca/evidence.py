@@ -30,6 +30,7 @@ F = {fault: i for i, fault in enumerate(FAULTS)}
 MAX_SCORE = 60.0
 MIN_BASELINE_WINDOWS = 2
 NETWORK_SUFFIX = " (network)"
+NETWORK_MIN_SCORE = 1.0  # network nodes shifted less (one standard error) are left out
 LATENCY_FLOOR_S = 1e-4  # self times below 100 µs are noise, not latency
 Array = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]
@@ -162,12 +163,12 @@ class _Extractor:
         labels = self.op_label(ops.keys[own], "self_time_s")
         rows_latency = [(self.node_of[ops.keys[own]], log_self[own], calls[own], labels)]
         if self.wire_edges.shape[0]:  # a client call's self time is evidence on its callee's network
-            wire = edges.sums[self.wire_edges]
-            gap = _per_window_mean(wire[:, :, EdgeSum.GAP], wire[:, :, EdgeSum.CALLS])
+            wire_calls = edges.sums[self.wire_edges, :, EdgeSum.CALLS]
+            gap = _per_window_mean(edges.sums[self.wire_edges, :, EdgeSum.GAP], wire_calls)
             log_gap = np.log(np.maximum(gap, LATENCY_FLOOR_S))
             callee = self.node_of[edges.keys[self.wire_edges] & 0xFFFFFFFF]
             label = _Labels("network_time_s", self.wire_edges, self._edge_name)
-            rows_latency.append((self.network_base + callee, log_gap, wire[:, :, EdgeSum.CALLS], label))
+            rows_latency.append((self.network_base + callee, log_gap, wire_calls, label))
         error_rate = _per_window_mean(ops.sums[:, :, OpSum.ERRORS], calls)
         rows_errors = [(self.node_of[ops.keys], error_rate, calls, self.op_label(ops.keys, "error_rate"))]
         # Virtual callees: the client spans' own durations and errors are their evidence.
@@ -339,33 +340,46 @@ def extract_evidence(
     first = 1 if series.history else MIN_BASELINE_WINDOWS
     x = _Extractor(graph, series, first)
     rows = _class_rows(x)
+    base = x.network_base
+    # A network node without a shift beyond its noise would only add a candidate (at a cost
+    # quadratic in candidates): most callees' networks are quiet, and are left out.
+    loud = np.unique(
+        np.concatenate(
+            [r.node[(r.node >= base) & (np.nan_to_num(r.score) >= NETWORK_MIN_SCORE)] for r, _ in rows.values()]
+        )
+    )
     pairs = _edge_pairs(x)
-    present = np.unique(np.concatenate([r.node for r, _ in rows.values()] + [pairs.reshape(-1)]))
+    pairs = pairs[(pairs[:, 1] < base) | np.isin(pairs[:, 1], loud)]
+    nodes = [r.node[r.node < base] for r, _ in rows.values()]
+    present = np.unique(np.concatenate([*nodes, loud, pairs.reshape(-1)]))
     n = present.shape[0]
     score = np.full((n, N_FAULTS), np.nan)
     observed, baseline = np.full((n, N_FAULTS), np.nan), np.full((n, N_FAULTS), np.nan)
     onset = np.full((n, N_FAULTS), -1, np.int64)
     labels = [[""] * N_FAULTS for _ in range(n)]
     for fault, (r, allowance) in rows.items():
-        if r.node.shape[0] == 0:
-            continue
         row_node = np.searchsorted(present, r.node)
-        s = np.clip(np.nan_to_num(r.score), 0.0, MAX_SCORE)
+        inside = np.flatnonzero(present[np.minimum(row_node, n - 1)] == r.node) if n else row_node[:0]
+        if inside.shape[0] == 0:
+            continue
+        row_node = row_node[inside]
+        s = np.clip(np.nan_to_num(r.score[inside]), 0.0, MAX_SCORE)
         if allowance:
             counts = np.bincount(row_node, minlength=n).astype(np.float64)
             s = np.maximum(s - _max_expected(counts)[row_node], 0.0)
         order = np.lexsort((s, row_node))
         last = np.r_[row_node[order][1:] != row_node[order][:-1], True]
-        best = order[last]
+        chosen = order[last]
+        best = inside[chosen]
         j = F[fault]
-        node_rows = row_node[best]
-        score[node_rows, j] = s[best]
+        node_rows = row_node[chosen]
+        score[node_rows, j] = s[chosen]
         observed[node_rows, j] = r.shift.observed[best]
         baseline[node_rows, j] = r.shift.baseline[best]
         onset[node_rows, j] = series.start_ns(r.shift.onset[best])
         for i, text in zip(node_rows.tolist(), r.label_rows(best), strict=True):
             labels[i][j] = text
-    names, base = graph.names, x.network_base
+    names = graph.names
     network = present >= base
     graph_node = np.where(network, present - base, present)  # a network node's callee
     owners = np.asarray([names.owners[int(i)] for i in graph_node.tolist()], np.int64)
@@ -401,4 +415,5 @@ def _edge_pairs(x: _Extractor) -> Index:
     wire = edges.keys[x.wire_edges]  # callers → the network nodes of their callees
     network = np.stack([x.node_of[wire >> 32], x.network_base + x.node_of[wire & 0xFFFFFFFF]], axis=1)
     pairs = np.concatenate([pairs, network])
-    return np.unique(pairs, axis=0) if pairs.shape[0] else pairs
+    keys = np.unique((pairs[:, 0] << 32) | pairs[:, 1])  # node ids fit in 32 bits
+    return np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
