@@ -14,7 +14,7 @@ from benchmarks.cases import SIM_SCENARIOS
 from models.fitting import Case, calibration
 from models.health import SHIPPED, HealthParams, save_params
 from models.ranker import BayesianRanker
-from rca.evidence import extract_evidence
+from rca.evidence import NETWORK_MIN_SCORE, extract_evidence
 from rca.graph import ServiceGraph
 from rca.simulation import simulate
 
@@ -23,20 +23,27 @@ LOOKBACK_NS = 300 * 1_000_000_000
 HISTORY_NS = 600 * 1_000_000_000
 
 
-def training_case(scenario: str, seed: int) -> Case:
-    """The evidence rca sees when the case's first alert arrives, with its truth."""
+def training_case(scenario: str, seed: int, *, every_network_node: bool = False) -> Case:
+    """The evidence rca sees when the case's first alert arrives, with its truth; with
+    `every_network_node`, quiet network nodes too (for fitting: see `extract_evidence`)."""
     case = simulate(scenario, seed=seed)
     graph = ServiceGraph(retention_seconds=3600.0)
     alert_ns = min(parse_time_ns(str(a["startsAt"])) for w in case.webhooks for a in w["alerts"])  # type: ignore[attr-defined]
     for batch in case.batches:  # what the benchmark replays before its webhook
         graph.add(batch.select(batch.start_ns < alert_ns + REPLAY_PAST_ALERT_NS))
     end_ns = graph.newest_ns + 1
-    evidence = extract_evidence(graph, start_ns=alert_ns - LOOKBACK_NS, end_ns=end_ns, history_ns=HISTORY_NS)
+    evidence = extract_evidence(
+        graph,
+        start_ns=alert_ns - LOOKBACK_NS,
+        end_ns=end_ns,
+        history_ns=HISTORY_NS,
+        network_min_score=0.0 if every_network_node else NETWORK_MIN_SCORE,
+    )
     return evidence, case.truth.alert_services, case.truth.node, case.truth.fault
 
 
 def main() -> int:
-    cases = [training_case(s, seed) for seed in TRAINING_SEEDS for s in SIM_SCENARIOS]
+    cases = [training_case(s, seed, every_network_node=True) for seed in TRAINING_SEEDS for s in SIM_SCENARIOS]
     params = BayesianRanker(params=HealthParams()).fit(cases).params_
     save_params(params, SHIPPED)
     fit = calibration(cases, params)

@@ -30,7 +30,7 @@ F = {fault: i for i, fault in enumerate(FAULTS)}
 MAX_SCORE = 60.0
 MIN_BASELINE_WINDOWS = 2
 NETWORK_SUFFIX = " (network)"
-NETWORK_MIN_SCORE = 1.0  # network nodes shifted less (one standard error) are left out
+NETWORK_MIN_SCORE = 2.0  # network nodes shifted less (two standard errors) are left out
 LATENCY_FLOOR_S = 1e-4  # self times below 100 µs are noise, not latency
 Array = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]
@@ -331,11 +331,19 @@ def _class_rows(x: _Extractor) -> dict[Fault, tuple[_Rows, bool]]:
 
 
 def extract_evidence(
-    graph: ServiceGraph, *, start_ns: int, end_ns: int, history_ns: int = 0, cache: SeriesCache | None = None
+    graph: ServiceGraph,
+    *,
+    start_ns: int,
+    end_ns: int,
+    history_ns: int = 0,
+    cache: SeriesCache | None = None,
+    network_min_score: float = NETWORK_MIN_SCORE,
 ) -> NodeEvidence:
     """Evidence over the incident window [start_ns, end_ns): change points lie inside it, the
     baseline may reach `history_ns` further back where the graph still holds windows; `cache`
-    lets the window series reuse what it stacked last time (`rca.series.SeriesCache`)."""
+    lets the window series reuse what it stacked last time (`rca.series.SeriesCache`). Network
+    nodes whose rows all score below `network_min_score` are left out (0 keeps every one, as
+    fitting needs: the quiet ones are most of what tells how often a network node is affected)."""
     series = window_series(graph, start_ns - history_ns, start_ns, end_ns, cache)
     first = 1 if series.history else MIN_BASELINE_WINDOWS
     x = _Extractor(graph, series, first)
@@ -345,7 +353,7 @@ def extract_evidence(
     # quadratic in candidates): most callees' networks are quiet, and are left out.
     loud = np.unique(
         np.concatenate(
-            [r.node[(r.node >= base) & (np.nan_to_num(r.score) >= NETWORK_MIN_SCORE)] for r, _ in rows.values()]
+            [r.node[(r.node >= base) & (np.nan_to_num(r.score) >= network_min_score)] for r, _ in rows.values()]
         )
     )
     pairs = _edge_pairs(x)
