@@ -6,6 +6,7 @@ import numpy as np
 
 from models.ranker import BayesianRanker
 from rca.accumulators import EdgeSum
+from rca.evidence import NETWORK_SUFFIX, extract_evidence
 from rca.graph import ServiceGraph
 from tests.spanfactory import T0, batch
 
@@ -61,3 +62,19 @@ def test_a_delay_into_one_callee_points_to_that_callee_not_its_caller() -> None:
 def test_a_caller_slow_in_all_its_client_calls_is_the_cause_itself() -> None:
     node, _, fault = _top(_traffic(slow_wire_to=None, starved_caller=True))
     assert (node, fault) == ("frontend", "latency")
+
+
+def test_quiet_network_nodes_are_left_out_unless_fitting_asks_for_every_one() -> None:
+    graph = _traffic(slow_wire_to="c", starved_caller=False)
+    end = T0 + 20 * WINDOW_MS * 1_000_000
+    start = end - 300 * 10**9
+    served = extract_evidence(graph, start_ns=start, end_ns=end)
+    fitting = extract_evidence(graph, start_ns=start, end_ns=end, network_min_score=0.0)
+    assert [n for n, net in zip(served.nodes, served.network, strict=True) if net] == ["c (network)"]
+    assert sorted(n for n, net in zip(fitting.nodes, fitting.network, strict=True) if net) == [
+        "b (network)",
+        "c (network)",
+    ]
+    # however many roots it entertains, the SVI variant names callees, not their network nodes
+    named = [node for node, _ in BayesianRanker().simultaneous(served, ["frontend"])]
+    assert "c" in named and not any(node.endswith(NETWORK_SUFFIX) for node in named)
