@@ -114,6 +114,7 @@ class _Extractor:
         self.node_of = graph.names.nodeop_node
         self.op_of = graph.names.nodeop_op
         self.network_base = len(graph.names.nodes)  # node ids from here on: callees' network nodes
+        self.edge_caller, self.edge_caller_known = self._edge_callers()
         self.client, self.wire_edges = self._client_calls()
 
     def shift(self, y: Array, w: Array, direction: int, floor: Array | float) -> Shift:
@@ -130,23 +131,25 @@ class _Extractor:
     def op_label(self, nodeop: Index, prefix: str) -> _Labels:
         return _Labels(prefix, self.op_of[nodeop], self.names.ops.__getitem__)
 
+    def _edge_callers(self) -> tuple[Index, npt.NDArray[np.bool_]]:
+        """Per edge row, the ops row of its caller operation, and whether the window has that row."""
+        op_keys, caller_op = self.series.ops.keys, self.series.edges.keys >> 32
+        if op_keys.shape[0] == 0:
+            return np.zeros(caller_op.shape[0], np.int64), np.zeros(caller_op.shape[0], np.bool_)
+        position = np.minimum(np.searchsorted(op_keys, caller_op), op_keys.shape[0] - 1)
+        return position, op_keys[position] == caller_op
+
     def _client_calls(self) -> tuple[npt.NDArray[np.bool_], Index]:
         """Client calls: node-operations (mask over ops) whose every call has one child, always
         on another node, so their self time is time on the wire and in the callees' network
         stacks, not the caller's own work; and the edge rows they call along."""
         ops, edges = self.series.ops, self.series.edges
-        client = np.zeros(ops.keys.shape[0], np.bool_)
         children = edges.sums[:, :, EdgeSum.CALLS].sum(axis=1)
-        rows = np.flatnonzero(children > 0)
-        if rows.shape[0] == 0 or ops.keys.shape[0] == 0:
-            return client, rows
-        caller_op = edges.keys[rows] >> 32
-        caller = np.minimum(np.searchsorted(ops.keys, caller_op), ops.keys.shape[0] - 1)
-        known = ops.keys[caller] == caller_op
-        rows, caller = rows[known], caller[known]
-        local = self.node_of[edges.keys[rows] & 0xFFFFFFFF] == self.node_of[caller_op[known]]
-        has_local = np.bincount(caller, weights=local, minlength=client.shape[0]) > 0
-        per_op = np.bincount(caller, weights=children[rows], minlength=client.shape[0])
+        rows = np.flatnonzero((children > 0) & self.edge_caller_known)
+        caller = self.edge_caller[rows]
+        local = self.node_of[edges.keys[rows] & 0xFFFFFFFF] == self.node_of[ops.keys[caller]]
+        has_local = np.bincount(caller, weights=local, minlength=ops.keys.shape[0]) > 0
+        per_op = np.bincount(caller, weights=children[rows], minlength=ops.keys.shape[0])
         calls = ops.sums[:, :, OpSum.CALLS].sum(axis=1)
         client = (calls > 0) & ~has_local & (np.abs(per_op - calls) <= 0.1 * calls)
         return client, rows[client[caller]]
@@ -210,10 +213,9 @@ class _Extractor:
         s = edges.sums
         calls = s[:, :, EdgeSum.CALLS] + np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
         caller_op = edges.keys >> 32
-        position = np.searchsorted(ops.keys, caller_op)
-        known = (position < ops.keys.shape[0]) & (ops.keys[np.minimum(position, ops.keys.shape[0] - 1)] == caller_op)
+        known = self.edge_caller_known
         caller_calls = np.zeros_like(calls)
-        caller_calls[known] = ops.sums[position[known], :, OpSum.CALLS]
+        caller_calls[known] = ops.sums[self.edge_caller[known], :, OpSum.CALLS]
         per_call = _per_window_mean(calls, caller_calls)
         mean = np.nansum(calls, axis=1) / np.maximum(np.nansum(caller_calls, axis=1), 1.0)
         floor = np.maximum(mean, 0.02)[:, None]  # Poisson: variance of a count per call ~ its mean
