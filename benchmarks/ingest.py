@@ -1,7 +1,9 @@
 """`rca bench ingest`: end-to-end OTLP/gRPC spans/s beside the bare parse and bare receiver rates.
 
-All three are measured in the same run on the same payload. The client runs in a child process,
-so the receiver under test has the server process to itself, as in production.
+All are measured in the same run on the same payload. The client runs in a child process, so the
+receiver under test has the server process to itself, as in production. The bare receiver and rca
+are measured in alternating rounds and the ratio is the median of the rounds' ratios: on a shared
+machine one pair of measurements moves by a third from run to run.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import resource
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -38,9 +41,13 @@ METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 class Rates:
     parse: float
     parse_extract: float
-    bare_receiver: float
-    rca_end_to_end: float
+    bare_receiver: tuple[float, ...]  # one per round
+    rca_end_to_end: tuple[float, ...]
     peak_rss_mb: float
+
+    @property
+    def ratios(self) -> tuple[float, ...]:
+        return tuple(r / b for r, b in zip(self.rca_end_to_end, self.bare_receiver, strict=True))
 
 
 def _rate(work: Callable[[bytes], object], payloads: list[bytes], seconds: float) -> float:
@@ -215,25 +222,30 @@ def run_steady_benchmark(rate: float, seconds: float, every: float = 30.0) -> in
     return 0
 
 
-def measure(seconds: float) -> Rates:
+def measure(seconds: float, rounds: int) -> Rates:
     payloads = export_requests(REQUESTS, SPANS_PER_REQUEST, time.time_ns() - 120_000_000_000)
     parse = _rate(lambda p: ExportTraceServiceRequest().ParseFromString(p), payloads, seconds)
     extract = _rate(decode_protobuf, payloads, seconds)
-    bare = _bare_receiver(payloads, seconds)
-    rca = _rca(payloads, seconds)
+    bare, rca = [], []
+    for _ in range(rounds):
+        bare.append(_bare_receiver(payloads, seconds))
+        rca.append(_rca(payloads, seconds))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return Rates(parse, extract, bare, rca, rss)
+    return Rates(parse, extract, tuple(bare), tuple(rca), rss)
 
 
-def run_ingest_benchmark(seconds: float) -> int:
-    print(f"rca bench ingest: {SPANS_PER_REQUEST} spans/request, {seconds:g}s per measurement")
-    r = measure(seconds)
+def _rounds(rates: tuple[float, ...]) -> str:
+    return f"{statistics.median(rates):>12,.0f} spans/s   (rounds: {', '.join(f'{r:,.0f}' for r in rates)})"
+
+
+def run_ingest_benchmark(seconds: float, rounds: int) -> int:
+    print(f"rca bench ingest: {SPANS_PER_REQUEST} spans/request, {seconds:g}s per measurement, {rounds} rounds")
+    r = measure(seconds, rounds)
     print(f"{'bare protobuf parse':<32}{r.parse:>12,.0f} spans/s")
     print(f"{'bare parse + extract (rca)':<32}{r.parse_extract:>12,.0f} spans/s")
-    print(f"{'bare grpcio receiver':<32}{r.bare_receiver:>12,.0f} spans/s")
-    print(
-        f"{'rca end to end (gRPC → graph)':<32}{r.rca_end_to_end:>12,.0f} spans/s"
-        f"   ({r.rca_end_to_end / r.bare_receiver:.2f} of bare receiver)"
-    )
-    print(f"{'peak RSS':<32}{r.peak_rss_mb:>12,.0f} MB")
+    print(f"{'bare grpcio receiver':<32}{_rounds(r.bare_receiver)}")
+    print(f"{'rca end to end (gRPC → graph)':<32}{_rounds(r.rca_end_to_end)}")
+    ratios = ", ".join(f"{x:.2f}" for x in r.ratios)
+    print(f"{'rca / bare receiver':<32}{statistics.median(r.ratios):>12.2f}   (median; rounds: {ratios})")
+    print(f"{'peak RSS (all rounds)':<32}{r.peak_rss_mb:>12,.0f} MB")
     return 0

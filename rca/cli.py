@@ -13,6 +13,13 @@ from typing import NoReturn
 from rca.config import FLAG_METAVARS, FLAG_NAMES, ConfigError, flag_help, load_settings
 
 
+def _at_least_one(text: str) -> int:
+    count = int(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {count}")
+    return count
+
+
 def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("serve", help="run the OTLP receivers and the HTTP API")
     for key in FLAG_NAMES:
@@ -61,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_sub = bench.add_subparsers(dest="bench_command")
     ingest = bench_sub.add_parser("ingest", help="end-to-end OTLP/gRPC ingest rate beside bare parse and receiver")
     ingest.add_argument("--seconds", type=float, default=10.0, help="seconds per measurement (default 10)")
+    ingest.add_argument("--rounds", type=_at_least_one, default=3, help="alternating bare and rca rounds (default 3)")
     ingest.add_argument("--rate", type=float, help="instead: a steady RATE spans/s for --seconds, RSS over time")
     scale = bench_sub.add_parser("scale", help="ranking and webhook time against graph size (generated meshes)")
     scale.add_argument("--sizes", default="50,200,1000", help="services per graph (default 50,200,1000)")
@@ -127,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if args.rate:
             return run_steady_benchmark(args.rate, args.seconds)
-        return run_ingest_benchmark(args.seconds)
+        return run_ingest_benchmark(args.seconds, args.rounds)
     if args.command == "bench" and args.bench_command == "scale":
         from benchmarks.scale import run_scale_benchmark
 
