@@ -100,6 +100,15 @@ def _per_window_mean(total: Array, count: Array) -> Array:
         return np.where(count > 0, total / count, np.nan)
 
 
+def _find(keys: Index, values: Index) -> tuple[Index, npt.NDArray[np.bool_]]:
+    """Where each of `values` sits in the sorted `keys` (a valid index, 0 when `keys` is empty),
+    and whether it is there."""
+    if keys.shape[0] == 0:
+        return np.zeros(values.shape[0], np.int64), np.zeros(values.shape[0], np.bool_)
+    position = np.minimum(np.searchsorted(keys, values), keys.shape[0] - 1)
+    return position, keys[position] == values
+
+
 def _max_expected(rows_per_node: Array) -> Array:
     """Expected maximum of that many null |statistics|: the multiple-testing allowance."""
     return np.sqrt(2.0 * np.log(np.maximum(rows_per_node, 1.0)))
@@ -133,11 +142,7 @@ class _Extractor:
 
     def _edge_callers(self) -> tuple[Index, npt.NDArray[np.bool_]]:
         """Per edge row, the ops row of its caller operation, and whether the window has that row."""
-        op_keys, caller_op = self.series.ops.keys, self.series.edges.keys >> 32
-        if op_keys.shape[0] == 0:
-            return np.zeros(caller_op.shape[0], np.int64), np.zeros(caller_op.shape[0], np.bool_)
-        position = np.minimum(np.searchsorted(op_keys, caller_op), op_keys.shape[0] - 1)
-        return position, op_keys[position] == caller_op
+        return _find(self.series.ops.keys, self.series.edges.keys >> 32)
 
     def _client_calls(self) -> tuple[npt.NDArray[np.bool_], Index]:
         """Client calls: node-operations (mask over ops) whose every call has one child, always
@@ -159,7 +164,7 @@ class _Extractor:
     def latency_and_errors(self) -> tuple[_Rows, _Rows]:
         ops, edges = self.series.ops, self.series.edges
         calls = ops.sums[:, :, OpSum.CALLS]
-        virtual_time = self._unpaired_peer_time(ops.keys)
+        virtual_time = self._unpaired_peer_time()
         self_time = ops.sums[:, :, OpSum.DURATION] - ops.sums[:, :, OpSum.CHILD_DURATION] - virtual_time
         log_self = np.log(np.maximum(_per_window_mean(self_time, calls), LATENCY_FLOOR_S))
         own = ~self.client
@@ -193,17 +198,16 @@ class _Extractor:
         errors = self._rows(rows_errors, direction=1, floor=0.01)
         return latency, errors
 
-    def _unpaired_peer_time(self, op_keys: Index) -> Array:
-        """Seconds each caller operation spent in calls to uninstrumented callees, per window."""
+    def _unpaired_peer_time(self) -> Array:
+        """Seconds each caller operation (ops row) spent in calls to uninstrumented callees, per window."""
         edges = self.series.edges
-        out = np.zeros((op_keys.shape[0], self.series.windows))
+        out = np.zeros((self.series.ops.keys.shape[0], self.series.windows))
         if edges.keys.shape[0] == 0:
             return out
         s = edges.sums
         unpaired = np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
         share = np.divide(unpaired, s[:, :, EdgeSum.PEER_CALLS], out=np.zeros_like(unpaired), where=unpaired > 0)
-        caller = np.searchsorted(op_keys, edges.keys >> 32)
-        np.add.at(out, np.minimum(caller, max(op_keys.shape[0] - 1, 0)), s[:, :, EdgeSum.PEER_DURATION] * share)
+        np.add.at(out, self.edge_caller, s[:, :, EdgeSum.PEER_DURATION] * share)
         return out
 
     def call_structure(self) -> _Rows:
@@ -368,8 +372,8 @@ def extract_evidence(
     onset = np.full((n, N_FAULTS), -1, np.int64)
     labels = [[""] * N_FAULTS for _ in range(n)]
     for fault, (r, allowance) in rows.items():
-        row_node = np.searchsorted(present, r.node)
-        inside = np.flatnonzero(present[np.minimum(row_node, n - 1)] == r.node) if n else row_node[:0]
+        row_node, known = _find(present, r.node)
+        inside = np.flatnonzero(known)
         if inside.shape[0] == 0:
             continue
         row_node = row_node[inside]
@@ -394,8 +398,8 @@ def extract_evidence(
     graph_node = np.where(network, present - base, present)  # a network node's callee
     owners = np.asarray([names.owners[int(i)] for i in graph_node.tolist()], np.int64)
     owners[network] = graph_node[network]
-    owner_row = np.searchsorted(present, owners)
-    owner_row = np.where(present[np.minimum(owner_row, n - 1)] == owners, owner_row, np.arange(n))
+    owner_row, known = _find(present, owners)
+    owner_row = np.where(known, owner_row, np.arange(n))
     return NodeEvidence(
         nodes=tuple(
             names.nodes[i] + NETWORK_SUFFIX if net else names.nodes[i]
