@@ -2,15 +2,19 @@
 
 Two generations of bounded size: when the current one fills, the older is dropped. A span
 stays findable for at least `capacity` later spans, which bounds memory whatever the rate.
-Each generation is an open-addressing hash table in two numpy arrays (span id, packed entry),
-probed linearly and a whole batch at a time, so no per-span Python objects exist. An entry is
+Each generation is an open-addressing hash table in numpy arrays (span id, packed entry,
+duration), probed linearly by numba kernels that run without the GIL, so no per-span Python
+objects exist. An entry is
 one packed int (node-operation, peer node-operation, window modulo 2^16) and the span's duration.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 _WINDOW_BITS = 16
 _PEER_BITS = 24
@@ -18,6 +22,55 @@ _WINDOW_MASK = (1 << _WINDOW_BITS) - 1
 _PEER_MASK = (1 << _PEER_BITS) - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _EMPTY = np.uint64(0)  # span ids are never zero (the builder rejects those spans)
+Num = Any  # a numba integer scalar: numba, not mypy, types the kernels
+
+
+@njit(cache=True, nogil=True)
+def _insert(
+    table: npt.NDArray[np.uint64],
+    entries_at: npt.NDArray[np.int64],
+    durations_at: npt.NDArray[np.float32],
+    bits: Num,
+    ids: npt.NDArray[np.uint64],
+    entries: npt.NDArray[np.int64],
+    durations: npt.NDArray[np.float32],
+) -> Num:
+    """Places each id, in order, in its first slot that is free or holds it; returns how many
+    slots were newly taken."""
+    mask, shift = np.uint64((1 << bits) - 1), np.uint64(64 - bits)
+    taken = 0
+    for k in range(ids.shape[0]):
+        key = ids[k]
+        slot = (key * _GOLDEN) >> shift
+        while table[slot] != _EMPTY and table[slot] != key:
+            slot = (slot + np.uint64(1)) & mask
+        if table[slot] == _EMPTY:
+            table[slot] = key
+            taken += 1
+        entries_at[slot], durations_at[slot] = entries[k], durations[k]
+    return taken
+
+
+@njit(cache=True, nogil=True)
+def _lookup(
+    table: npt.NDArray[np.uint64],
+    entries_at: npt.NDArray[np.int64],
+    durations_at: npt.NDArray[np.float32],
+    bits: Num,
+    ids: npt.NDArray[np.uint64],
+    out: npt.NDArray[np.int64],
+    durations: npt.NDArray[np.float32],
+) -> None:
+    """Fills `out` and `durations` where an id is found; leaves them where it is not."""
+    mask, shift = np.uint64((1 << bits) - 1), np.uint64(64 - bits)
+    for k in range(ids.shape[0]):
+        key = ids[k]
+        slot = (key * _GOLDEN) >> shift
+        while table[slot] != _EMPTY:
+            if table[slot] == key:
+                out[k], durations[k] = entries_at[slot], durations_at[slot]
+                break
+            slot = (slot + np.uint64(1)) & mask
 
 
 class _Table:
@@ -26,47 +79,21 @@ class _Table:
 
     def __init__(self, capacity: int) -> None:
         self.bits = max(4, int(2 * capacity - 1).bit_length())
-        self.mask = np.uint64((1 << self.bits) - 1)
         self.ids = np.zeros(1 << self.bits, np.uint64)
         self.entries = np.zeros(1 << self.bits, np.int64)
         self.durations = np.zeros(1 << self.bits, np.float32)
         self.size = 0
 
-    def _slots(self, ids: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-        return (ids * _GOLDEN) >> np.uint64(64 - self.bits)
-
     def insert(
         self, ids: npt.NDArray[np.uint64], entries: npt.NDArray[np.int64], durations: npt.NDArray[np.float32]
     ) -> None:
-        """Places each id in its first slot that is free or holds it. Claimants of one slot
-        are written in order, so the last wins and the others probe on; `size` counts every
-        placement (an id repeated within a batch counts twice: it only makes swaps earlier)."""
-        slots = self._slots(ids)
-        while ids.shape[0]:
-            held = self.ids[slots]
-            open_ = (held == _EMPTY) | (held == ids)
-            self.ids[slots[open_]] = ids[open_]
-            self.entries[slots[open_]] = entries[open_]
-            self.durations[slots[open_]] = durations[open_]
-            placed = open_ & (self.ids[slots] == ids)
-            self.size += int(np.count_nonzero(placed & (held == _EMPTY)))
-            left = ~placed
-            ids, entries, durations = ids[left], entries[left], durations[left]
-            slots = (slots[left] + np.uint64(1)) & self.mask
+        self.size += _insert(self.ids, self.entries, self.durations, self.bits, ids, entries, durations)
 
     def lookup(self, ids: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Entries and durations of `ids`; entry -1 (duration NaN) where absent."""
         out = np.full(ids.shape[0], -1, np.int64)
         durations = np.full(ids.shape[0], np.nan, np.float32)
-        rows = np.arange(ids.shape[0])
-        slots = self._slots(ids)
-        while rows.shape[0]:
-            held = self.ids[slots]
-            same = held == ids
-            out[rows[same]] = self.entries[slots[same]]
-            durations[rows[same]] = self.durations[slots[same]]
-            left = ~same & (held != _EMPTY)
-            rows, ids, slots = rows[left], ids[left], (slots[left] + np.uint64(1)) & self.mask
+        _lookup(self.ids, self.entries, self.durations, self.bits, ids, out, durations)
         return out, durations
 
 

@@ -17,14 +17,15 @@ def test_index_matches_two_generations_of_dicts(insertions: list[list[int]], cap
     index = SpanIndex(capacity=capacity)
     current: dict[int, int] = {}
     previous: dict[int, int] = {}
-    placed = 0  # ids placed in the current generation; an id repeated within a batch counts twice
+    placed = 0  # distinct ids in the current generation
     for step, ids in enumerate(insertions):
         for start in range(0, len(ids), capacity):
             chunk = ids[start : start + capacity]
             if placed + len(chunk) > capacity:
                 previous, current, placed = current, {}, 0
-            placed += sum(i not in current for i in chunk)
-            current.update((i, 1000 * step + k) for k, i in enumerate(chunk, start))
+            for k, i in enumerate(chunk, start):
+                placed += i not in current
+                current[i] = 1000 * step + k
         nodeops = 1000 * step + np.arange(len(ids), dtype=np.int64)
         index.insert(
             np.asarray(ids, np.uint64),
