@@ -119,30 +119,24 @@ def _scanned(data: bytes, request: ExportTraceServiceRequest) -> DecodeResult | 
     service_of = np.asarray([intern(str(r.get(SERVICE_NAME) or UNKNOWN_SERVICE)) for r in resources], np.int32)
     names = [data[o : o + length].decode() for o, length in t[:n_names, : scan.T_NAME_LEN + 1].tolist()]
     operation_of = np.fromiter(map(intern, names), np.int32, n_names)
-    rs, kind, group = i[:, scan.I_RESOURCE], i[:, scan.I_KIND], i[:, scan.I_GROUP]
-    peer = np.full(n, -1, np.int32)
-    resource = np.full(n, -1, np.int32)
-    signals = np.full((n, N_SIGNALS), math.nan)
     every = np.asarray([reads_every_span(r) for r in resources], np.bool_)
-    rows = np.flatnonzero((group >= 0) | every[rs])
-    if rows.shape[0]:
-        caller = np.isin(kind[rows], _CALLER_KINDS)
-        combo = ((group[rows] + 1) * len(resources) + rs[rows]) * 2 + caller
-        _, first, inverse = np.unique(combo, return_index=True, return_inverse=True)
-        combo_peer = np.full(first.shape[0], -1, np.int32)
-        combo_resource = np.full(first.shape[0], -1, np.int32)
-        combo_signals = np.full((first.shape[0], N_SIGNALS), math.nan)
-        for j, row in enumerate(rows[first].tolist()):
-            g = int(group[row])
-            attrs = _wanted(_span_at(request, i[int(t[g, scan.T_GROUP_REP])])) if g >= 0 else _NONE
-            effect = attribute_effect(int(kind[row]), attrs, resources[int(rs[row])])
-            if effect.peer is not None:
-                combo_peer[j] = intern(effect.peer)
-            if effect.resource is not None:
-                combo_resource[j] = intern(effect.resource)
-            if effect.signals is not None:
-                combo_signals[j] = effect.signals
-        peer[rows], resource[rows], signals[rows] = combo_peer[inverse], combo_resource[inverse], combo_signals[inverse]
+    combo, firsts = scan.combinations(i, every, _CALLER_KINDS)
+    combo_peer = np.full(firsts.shape[0], -1, np.int32)
+    combo_resource = np.full(firsts.shape[0], -1, np.int32)
+    combo_signals = np.full((firsts.shape[0], N_SIGNALS), math.nan)
+    for j, row in enumerate(firsts.tolist()):
+        g, kind, rs = (int(i[row, c]) for c in (scan.I_GROUP, scan.I_KIND, scan.I_RESOURCE))
+        attrs = _wanted(_span_at(request, i[int(t[g, scan.T_GROUP_REP])])) if g >= 0 else _NONE
+        effect = attribute_effect(kind, attrs, resources[rs])
+        if effect.peer is not None:
+            combo_peer[j] = intern(effect.peer)
+        if effect.resource is not None:
+            combo_resource[j] = intern(effect.resource)
+        if effect.signals is not None:
+            combo_signals[j] = effect.signals
+    service, operation, peer, resource, signals, error = scan.spread(
+        i, combo, service_of, operation_of, combo_peer, combo_resource, combo_signals, STATUS_ERROR
+    )
     columns = SpanColumns(
         trace_id=u[:, scan.U_TRACE_HI : scan.U_TRACE_LO + 1],
         trace_id_len=i[:, scan.I_TRACE_LEN],
@@ -152,10 +146,10 @@ def _scanned(data: bytes, request: ExportTraceServiceRequest) -> DecodeResult | 
         parent_id_len=i[:, scan.I_PARENT_LEN],
         start_ns=u[:, scan.U_START],
         end_ns=u[:, scan.U_END],
-        kind=kind,
-        error=i[:, scan.I_STATUS] == STATUS_ERROR,
-        service=service_of[rs],
-        operation=operation_of[i[:, scan.I_NAME]],
+        kind=i[:, scan.I_KIND],
+        error=error,
+        service=service,
+        operation=operation,
         peer=peer,
         resource=resource,
         signals=signals,

@@ -431,3 +431,75 @@ def scan(
         return BAD, BAD
     kv_from[n_spans] = n_kv
     return _dedupe(buf, n_spans, name_at, kv, kv_from, i, t)
+
+
+@njit(cache=True, nogil=True)
+def combinations(
+    i: npt.NDArray[np.int64], every: npt.NDArray[np.bool_], caller_kinds: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Each span's combination of (attribute group, resource, caller kind or not), -1 for spans
+    with no wanted attributes whose resource is not read for `every` span; and the first span of
+    each combination. Spans of one combination have the same attribute effect."""
+    n, n_resources = i.shape[0], every.shape[0]
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    mask = np.uint64(size - 1)
+    slot_keys = np.full(size, -1, np.int64)
+    slot_combos = np.empty(size, np.int64)
+    combo = np.full(n, -1, np.int64)
+    first = np.empty(n, np.int64)
+    n_combos = 0
+    for row in range(n):
+        group, resource = i[row, I_GROUP], i[row, I_RESOURCE]
+        if group < 0 and not every[resource]:
+            continue
+        caller = 0
+        for kind in caller_kinds:
+            if i[row, I_KIND] == kind:
+                caller = 1
+        key = ((group + 1) * n_resources + resource) * 2 + caller
+        slot = (np.uint64(key) * _FNV_PRIME) & mask
+        while slot_keys[slot] >= 0 and slot_keys[slot] != key:
+            slot = (slot + np.uint64(1)) & mask
+        if slot_keys[slot] < 0:
+            slot_keys[slot], slot_combos[slot], first[n_combos] = key, n_combos, row
+            n_combos += 1
+        combo[row] = slot_combos[slot]
+    return combo, first[:n_combos]
+
+
+@njit(cache=True, nogil=True)
+def spread(
+    i: npt.NDArray[np.int64],
+    combo: npt.NDArray[np.int64],
+    service_of: npt.NDArray[np.int32],
+    operation_of: npt.NDArray[np.int32],
+    combo_peer: npt.NDArray[np.int32],
+    combo_resource: npt.NDArray[np.int32],
+    combo_signals: npt.NDArray[np.float64],
+    error_status: Num,
+) -> tuple[
+    npt.NDArray[np.int32],
+    npt.NDArray[np.int32],
+    npt.NDArray[np.int32],
+    npt.NDArray[np.int32],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.bool_],
+]:
+    """Per span: service and operation (string indices), error flag, and its combination's peer,
+    resource and signal row (-1, -1 and NaN where it has none)."""
+    n, n_signals = i.shape[0], combo_signals.shape[1]
+    service, operation = np.empty(n, np.int32), np.empty(n, np.int32)
+    peer, resource = np.full(n, -1, np.int32), np.full(n, -1, np.int32)
+    signals = np.full((n, n_signals), np.nan)
+    error = np.empty(n, np.bool_)
+    for row in range(n):
+        service[row] = service_of[i[row, I_RESOURCE]]
+        operation[row] = operation_of[i[row, I_NAME]]
+        error[row] = i[row, I_STATUS] == error_status
+        c = combo[row]
+        if c >= 0:
+            peer[row], resource[row] = combo_peer[c], combo_resource[c]
+            signals[row, :] = combo_signals[c, :]
+    return service, operation, peer, resource, signals, error

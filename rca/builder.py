@@ -1,8 +1,8 @@
 """Assembly of a `SpanBatch` from raw span fields, with the validation every decoder shares.
 
 Decoders append rows (`add`) or whole columns (`extend`) and `build`, or hand over ready
-`SpanColumns` (the wire scanner); `assemble` validates all rows at once with numpy and sets the
-invalid ones aside with a reason.
+`SpanColumns` (the wire scanner); `assemble` validates all rows in one numba pass (no GIL) and
+sets the invalid ones aside with a reason.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 from rca.conventions import PROCESS_NUMA, AttrValue, peer_node, resource_node, span_signals, with_nccl_latency
 from rca.spans import CALLER_KINDS, N_SIGNALS, DecodeResult, Rejection, SpanBatch
@@ -77,28 +78,82 @@ def _ids(values: list[bytes], width: int) -> tuple[npt.NDArray[np.uint64], npt.N
     return words.reshape(len(values), width // 8), lengths
 
 
+_CHECKS = (
+    "trace_id must be 16 bytes, not all zero",
+    "span_id must be 8 bytes, not all zero",
+    "parent_span_id must be empty or 8 bytes",
+    "times must be below 2^63 ns",
+    "kind must be a SpanKind (0..5)",
+    "start_time_unix_nano is missing",
+    "end_time_unix_nano is before start_time_unix_nano",
+)
+
+
+@njit(cache=True, nogil=True)
+def _check_rows(
+    c_trace_id: npt.NDArray[np.uint64],
+    c_trace_id_len: npt.NDArray[np.int64],
+    c_span_id: npt.NDArray[np.uint64],
+    c_span_id_len: npt.NDArray[np.int64],
+    c_parent_id_len: npt.NDArray[np.int64],
+    c_start_ns: npt.NDArray[np.uint64],
+    c_end_ns: npt.NDArray[np.uint64],
+    c_kind: npt.NDArray[np.int64],
+    start: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+    kind: npt.NDArray[np.int8],
+    failed: npt.NDArray[np.int64],
+) -> None:
+    """Per row: times as int64 (0 where not below 2^63), kind as int8 (0 where the row fails),
+    and the first of `_CHECKS` the row fails (-1: none)."""
+    for r in range(c_start_ns.shape[0]):
+        start_ok, end_ok = c_start_ns[r] < _BELOW_2_63, c_end_ns[r] < _BELOW_2_63
+        start[r] = np.int64(c_start_ns[r]) if start_ok else 0
+        end[r] = np.int64(c_end_ns[r]) if end_ok else 0
+        if c_trace_id_len[r] != 16 or (c_trace_id[r, 0] == 0 and c_trace_id[r, 1] == 0):
+            failed[r] = 0
+        elif c_span_id_len[r] != 8 or c_span_id[r] == 0:
+            failed[r] = 1
+        elif c_parent_id_len[r] != 8 and c_parent_id_len[r] != 0:
+            failed[r] = 2
+        elif not (start_ok and end_ok):
+            failed[r] = 3
+        elif c_kind[r] < 0 or c_kind[r] > 5:
+            failed[r] = 4
+        elif start[r] <= 0:
+            failed[r] = 5
+        elif end[r] < start[r]:
+            failed[r] = 6
+        else:
+            failed[r] = -1
+        kind[r] = c_kind[r] if failed[r] < 0 else 0
+
+
 def assemble(columns: SpanColumns) -> DecodeResult:
-    """Validates every row at once; invalid spans are set aside with a reason."""
+    """Validates every row in one pass; invalid spans are set aside with the first reason that
+    applies."""
     c = columns
-    start_ok, end_ok = c.start_ns < _BELOW_2_63, c.end_ns < _BELOW_2_63
-    start = np.where(start_ok, c.start_ns, 0).astype(np.int64)
-    end = np.where(end_ok, c.end_ns, 0).astype(np.int64)
-    checks = (
-        ((c.trace_id_len == 16) & c.trace_id.any(axis=1), "trace_id must be 16 bytes, not all zero"),
-        ((c.span_id_len == 8) & (c.span_id != 0), "span_id must be 8 bytes, not all zero"),
-        ((c.parent_id_len == 8) | (c.parent_id_len == 0), "parent_span_id must be empty or 8 bytes"),
-        (start_ok & end_ok, "times must be below 2^63 ns"),
-        ((c.kind >= 0) & (c.kind <= 5), "kind must be a SpanKind (0..5)"),
-        (start > 0, "start_time_unix_nano is missing"),
-        (end >= start, "end_time_unix_nano is before start_time_unix_nano"),
+    n = c.start_ns.shape[0]
+    start, end, kind, failed = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int8), np.empty(n, np.int64)
+    _check_rows(
+        c.trace_id,
+        c.trace_id_len,
+        c.span_id,
+        c.span_id_len,
+        c.parent_id_len,
+        c.start_ns,
+        c.end_ns,
+        c.kind,
+        start,
+        end,
+        kind,
+        failed,
     )
-    keep = np.ones(start.shape[0], np.bool_)
+    counts = np.bincount(failed + 1, minlength=len(_CHECKS) + 1).tolist()
     rejected = {r.reason: r.count for r in c.rejected}
-    for ok, reason in checks:
-        bad = keep & ~ok
-        if bad.any():
-            rejected[reason] = rejected.get(reason, 0) + int(bad.sum())
-            keep &= ok
+    for reason, count in zip(_CHECKS, counts[1:], strict=True):
+        if count:
+            rejected[reason] = rejected.get(reason, 0) + count
     signals = with_nccl_latency(c.signals, c.strings, c.operation, start, end)
     batch = SpanBatch(
         trace_id=c.trace_id,
@@ -108,7 +163,7 @@ def assemble(columns: SpanColumns) -> DecodeResult:
         operation=c.operation,
         peer=c.peer,
         resource=c.resource,
-        kind=np.where(keep, c.kind, 0).astype(np.int8),
+        kind=kind,
         start_ns=start,
         end_ns=end,
         error=c.error,
@@ -116,7 +171,7 @@ def assemble(columns: SpanColumns) -> DecodeResult:
         strings=c.strings,
     )
     rejections = tuple(Rejection(count, reason) for reason, count in rejected.items())
-    return DecodeResult(batch if keep.all() else batch.select(keep), rejections)
+    return DecodeResult(batch if counts[0] == n else batch.select(failed < 0), rejections)
 
 
 class SpanBatchBuilder:
