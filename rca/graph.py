@@ -14,9 +14,11 @@ from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 from rca.accumulators import EdgeSum, OpSum, SignalSum, WindowAggregate
 from rca.histogram import buckets
+from rca.intindex import IntIndex
 from rca.spanindex import SpanIndex
 from rca.spans import SpanBatch
 
@@ -51,9 +53,7 @@ class Names:
         self.owners: list[int] = []  # node id of the service that owns each node
         self.op_ids: dict[str, int] = {}
         self.ops: list[str] = []
-        self.nodeop_ids: dict[int, int] = {}
-        self.nodeop_node = np.zeros(16, np.int64)
-        self.nodeop_op = np.zeros(16, np.int64)
+        self._nodeops = IntIndex()
 
     def node(self, name: str, kind: NodeKind, owner: str | None = None) -> int:
         index = self.node_ids.get(name)
@@ -75,35 +75,43 @@ class Names:
         return index
 
     def nodeops(self, nodes: npt.NDArray[np.int64], ops: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        packed = (nodes << 32) | ops
-        unique, inverse = np.unique(packed, return_inverse=True)
-        ids = np.empty(unique.shape[0], np.int64)
-        for i, key in enumerate(unique.tolist()):
-            index = self.nodeop_ids.get(key)
-            if index is None:
-                index = self.nodeop_ids[key] = len(self.nodeop_ids)
-                if index >= self.nodeop_node.shape[0]:
-                    self.nodeop_node = np.resize(self.nodeop_node, index * 2)
-                    self.nodeop_op = np.resize(self.nodeop_op, index * 2)
-                self.nodeop_node[index] = key >> 32
-                self.nodeop_op[index] = key & 0xFFFFFFFF
-            ids[i] = index
-        return ids[inverse]
+        return self._nodeops.ids((nodes << 32) | ops)
+
+    @property
+    def nodeop_node(self) -> npt.NDArray[np.int64]:
+        """The node of each node-operation id."""
+        return self._nodeops.keys >> 32
+
+    @property
+    def nodeop_op(self) -> npt.NDArray[np.int64]:
+        """The operation of each node-operation id."""
+        return self._nodeops.keys & 0xFFFFFFFF
+
+
+@njit(cache=True, nogil=True)
+def _present(signals: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(row, column) of every value that is not NaN, in row-major order."""
+    rows, columns = np.empty(signals.size, np.int64), np.empty(signals.size, np.int64)
+    n = 0
+    for r in range(signals.shape[0]):
+        for c in range(signals.shape[1]):
+            if not np.isnan(signals[r, c]):
+                rows[n], columns[n] = r, c
+                n += 1
+    return rows[:n], columns[:n]
 
 
 def _map_strings(
     column: npt.NDArray[np.int32], strings: tuple[str, ...], intern: Callable[[str], int]
 ) -> npt.NDArray[np.int64]:
     """Graph-wide ids for a column of batch string indices (-1 stays -1), interning each
-    distinct string once."""
-    out = np.full(column.shape[0], -1, np.int64)
-    present = column >= 0
-    if present.any():
-        table = np.full(len(strings), -1, np.int64)
-        for s in np.unique(column[present]).tolist():
-            table[s] = intern(strings[s])
-        out[present] = table[column[present]]
-    return out
+    string the column uses once."""
+    table = np.full(len(strings) + 1, -1, np.int64)  # the last entry answers index -1
+    used = np.bincount(column + 1, minlength=len(strings) + 1)[1:]
+    for s in np.flatnonzero(used).tolist():
+        table[s] = intern(strings[s])
+    mapped: npt.NDArray[np.int64] = table[column]
+    return mapped
 
 
 @dataclass(slots=True)
@@ -266,7 +274,7 @@ class ServiceGraph:
     def _count_signals(
         self, window: npt.NDArray[np.int64], node: npt.NDArray[np.int64], signals: npt.NDArray[np.float64]
     ) -> None:
-        rows, columns = np.nonzero(~np.isnan(signals))
+        rows, columns = _present(signals)
         if rows.shape[0] == 0:
             return
         values = signals[rows, columns]

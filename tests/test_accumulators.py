@@ -1,4 +1,4 @@
-"""The keyed table (numba hash of int64 keys to rows) sums as a dictionary of rows would."""
+"""The int index and the keyed table built on it behave as dictionaries would."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from rca.accumulators import KeyedTable
 from rca.histogram import N_BUCKETS
+from rca.intindex import IntIndex
 
 # Keys from a small range repeat within and across batches; large ones (callers packed in the
 # high 32 bits, as the graph's edge keys are) collide in the low bits.
@@ -77,3 +78,15 @@ def test_rows_without_buckets_leave_the_histogram_alone() -> None:
     keys, sums, hist = table.view()
     assert keys.tolist() == [7, 9] and sums[:, 0].tolist() == [2.0, 1.0]
     assert not hist.any()
+
+
+def test_int_index_gives_dense_ids_in_order_of_first_appearance_across_growth() -> None:
+    rng = np.random.default_rng(5)
+    index, model = IntIndex(), {}
+    for size in (10, 1_000, 30_000):
+        keys = rng.integers(-(2**62), 2**62, size // 2).repeat(2)  # every key twice in a batch
+        rng.shuffle(keys)
+        ids = index.ids(keys)
+        expected = [model.setdefault(int(k), len(model)) for k in keys.tolist()]
+        assert ids.tolist() == expected
+    assert len(index) == len(model) and index.keys.tolist() == list(model)
