@@ -27,13 +27,16 @@ def _add_rows(
     rows: npt.NDArray[np.int64],
     sums: npt.NDArray[np.float64],
     buckets: npt.NDArray[np.intp],
+    index: npt.NDArray[np.intp],
 ) -> None:
-    """Adds each sums row into its row, and one count into its bucket where buckets are given."""
+    """Adds sums row `index[k]` into row `rows[k]`, and one count into its bucket where buckets
+    are given."""
     for k in range(rows.shape[0]):
         for c in range(sums.shape[1]):
-            sums_at[rows[k], c] += sums[k, c]
-    for k in range(buckets.shape[0]):
-        hist_at[rows[k], buckets[k]] += 1
+            sums_at[rows[k], c] += sums[index[k], c]
+    if buckets.shape[0]:
+        for k in range(rows.shape[0]):
+            hist_at[rows[k], buckets[index[k]]] += 1
 
 
 class KeyedTable:
@@ -67,13 +70,17 @@ class KeyedTable:
         keys: npt.NDArray[np.int64],
         sums: npt.NDArray[np.float64],
         buckets: npt.NDArray[np.intp] | None,
+        index: npt.NDArray[np.intp] | None = None,
     ) -> None:
-        """Adds one sums row (and one histogram count, when `buckets` is given) per key."""
-        if keys.shape[0] == 0:
+        """Adds one sums row (and one histogram count, when `buckets` is given) per key; with
+        `index`, only the rows it names, in its order."""
+        if index is None:
+            index = np.arange(keys.shape[0])
+        if index.shape[0] == 0:
             return
         self.version += 1
-        rows = self.rows(keys)
-        _add_rows(self.sums, self.hist, rows, sums, _NO_BUCKETS if buckets is None else buckets)
+        rows = self.rows(keys[index])
+        _add_rows(self.sums, self.hist, rows, sums, _NO_BUCKETS if buckets is None else buckets, index)
 
     def merge(self, other: KeyedTable) -> None:
         """Adds every row of `other` into this table."""

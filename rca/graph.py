@@ -8,6 +8,7 @@ the parent shows up (resolution runs before every read, so acknowledged spans ar
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -216,10 +217,14 @@ class ServiceGraph:
             aggregate = self.windows[index] = WindowAggregate.new()
         return aggregate
 
-    def _by_window(self, window: npt.NDArray[np.int64]) -> Iterable[tuple[WindowAggregate, npt.NDArray[np.bool_]]]:
-        for w in np.unique(window).tolist():
-            if w >= 0:
-                yield self._window(w), window == w
+    def _by_window(self, window: npt.NDArray[np.int64]) -> Iterable[tuple[WindowAggregate, npt.NDArray[np.intp]]]:
+        """Each window's aggregate with the rows in it, in their order (one stable sort)."""
+        order = np.argsort(window, kind="stable")
+        ordered = window[order]
+        bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), ordered.shape[0]]
+        for begin, end in itertools.pairwise(bounds):
+            if begin < end and ordered[begin] >= 0:
+                yield self._window(int(ordered[begin])), order[begin:end]
 
     def _count_ops(
         self,
@@ -233,8 +238,8 @@ class ServiceGraph:
         sums[:, OpSum.ERRORS] = error
         sums[:, OpSum.DURATION] = duration
         hist = buckets(duration)
-        for aggregate, sel in self._by_window(window):
-            aggregate.ops.add(nodeop[sel], sums[sel], hist[sel])
+        for aggregate, index in self._by_window(window):
+            aggregate.ops.add(nodeop, sums, hist, index)
 
     def _count_edges(
         self,
@@ -255,8 +260,8 @@ class ServiceGraph:
             sums[:, EdgeSum.GAP] = gap
         keys = (caller << 32) | callee
         hist = buckets(duration)
-        for aggregate, sel in self._by_window(window):
-            aggregate.edges.add(keys[sel], sums[sel], hist[sel])
+        for aggregate, index in self._by_window(window):
+            aggregate.edges.add(keys, sums, hist, index)
 
     def _count_spans(
         self,
@@ -281,8 +286,8 @@ class ServiceGraph:
         sums = np.stack([np.ones_like(values), values, values * values], axis=1)
         keys = (node[rows] << 8) | columns
         hist = buckets(values)
-        for aggregate, sel in self._by_window(window[rows]):
-            aggregate.signals.add(keys[sel], sums[sel], hist[sel])
+        for aggregate, index in self._by_window(window[rows]):
+            aggregate.signals.add(keys, sums, hist, index)
 
     # -- parent resolution -----------------------------------------------------------------
 
@@ -328,8 +333,8 @@ class ServiceGraph:
         parent_nodeop, parent_peer, window = parent[:, 0], parent[:, 1], parent[:, 2]
         sums = np.zeros((child.shape[0], len(OpSum)))
         sums[:, OpSum.CHILD_DURATION] = duration
-        for aggregate, sel in self._by_window(window):
-            aggregate.ops.add(parent_nodeop[sel], sums[sel], None)
+        for aggregate, index in self._by_window(window):
+            aggregate.ops.add(parent_nodeop, sums, None, index)
         # Every child counts on its parent operation's edge, local ones too: together they are the
         # operation's call structure. Only remote ones make graph edges (`graphview`).
         self._count_edges(window, parent_nodeop, child, duration, error, gap=gap)
@@ -340,8 +345,8 @@ class ServiceGraph:
             sums = np.zeros((int(paired.sum()), len(EdgeSum)))
             sums[:, EdgeSum.PAIRED] = 1.0
             keys = (parent_nodeop[paired] << 32) | parent_peer[paired]
-            for aggregate, sel in self._by_window(window[paired]):
-                aggregate.edges.add(keys[sel], sums[sel], None)
+            for aggregate, index in self._by_window(window[paired]):
+                aggregate.edges.add(keys, sums, None, index)
 
     def _evict(self, oldest_kept: int) -> None:
         for w in [w for w in self.windows if w < oldest_kept]:
