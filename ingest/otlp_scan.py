@@ -38,7 +38,7 @@ _BYTES = types.Array(types.uint8, 1, "C", readonly=True)
 _SIG = (_BYTES, types.int64, _BYTES, types.int64[::1], types.uint64[:, ::1], types.int64[:, ::1], types.int64[:, ::1])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _varint(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
     """(value as uint64, next position); next position -1 when malformed."""
     if pos < end and buf[pos] < 0x80:
@@ -58,14 +58,14 @@ def _varint(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
     return np.uint64(0), -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _int32(value: Num) -> Num:
     """An enum/int32 field's value: the low 32 bits, signed."""
     low = np.int64(value & np.uint64(0xFFFFFFFF))
     return low - (1 << 32) if low >= (1 << 31) else low
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _skip_plain(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num) -> Num:
     """Position after a non-group field's payload; -1 when malformed."""
     if wire == _VARINT:
@@ -83,7 +83,7 @@ def _skip_plain(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num) -> Nu
     return -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _skip(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num, field: Num) -> Num:
     """Position after a field's payload (groups included); -1 when malformed."""
     if wire != _SGROUP:
@@ -107,7 +107,7 @@ def _skip(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num, field: Num)
     return -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _fixed64(buf: npt.NDArray[np.uint8], pos: Num) -> Num:
     value = np.uint64(0)
     for k in range(8):
@@ -115,7 +115,7 @@ def _fixed64(buf: npt.NDArray[np.uint8], pos: Num) -> Num:
     return value
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _big_endian(buf: npt.NDArray[np.uint8], pos: Num) -> Num:
     value = np.uint64(0)
     for k in range(8):
@@ -123,7 +123,7 @@ def _big_endian(buf: npt.NDArray[np.uint8], pos: Num) -> Num:
     return value
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _same(buf: npt.NDArray[np.uint8], a: Num, b: Num, length: Num) -> Any:
     k = 0
     while k < length and buf[a + k] == buf[b + k]:
@@ -131,14 +131,14 @@ def _same(buf: npt.NDArray[np.uint8], a: Num, b: Num, length: Num) -> Any:
     return k == length
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _hash(buf: npt.NDArray[np.uint8], pos: Num, length: Num, h: Num) -> Num:
     for k in range(length):
         h = (h ^ np.uint64(buf[pos + k])) * _FNV_PRIME
     return h
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _is_wanted(
     buf: npt.NDArray[np.uint8], pos: Num, length: Num, keys: npt.NDArray[np.uint8], key_ends: npt.NDArray[np.int64]
 ) -> Any:
@@ -157,7 +157,7 @@ def _is_wanted(
     return False
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _key(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
     """(offset, length) of a KeyValue's key (last occurrence); length -1 when malformed."""
     key_pos: Num = pos
@@ -180,7 +180,7 @@ def _key(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
     return key_pos, key_len
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _status_code(buf: npt.NDArray[np.uint8], pos: Num, end: Num, code: Num) -> tuple[Num, Any]:
     """The `code` after reading one Status occurrence (merged into the previous ones)."""
     while pos < end:
@@ -212,9 +212,10 @@ def _span(
     n_kv: Num,
     keys: npt.NDArray[np.uint8],
     key_ends: npt.NDArray[np.int64],
-) -> tuple[npt.NDArray[np.int64], Num, Num, Num, Num]:
-    """Reads one Span into row `row`; returns the wanted-KeyValue list (grown as needed), its
-    new length, the name's offset and length, and the position after the span (-1: malformed)."""
+) -> tuple[Num, Num, Num, Num]:
+    """Reads one Span into row `row` and its wanted KeyValues into `kv` (room for one per two
+    bytes of the span); returns the new length of `kv`, the name's offset and length, and the
+    position after the span (-1: malformed)."""
     trace_pos: Num = 0
     span_pos: Num = 0
     parent_pos: Num = 0
@@ -229,12 +230,12 @@ def _span(
     while pos < end:
         tag, pos = _varint(buf, pos, end)
         if pos < 0:
-            return kv, n_kv, 0, 0, -1
+            return n_kv, 0, 0, -1
         field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
         if wire == _LEN and ((field <= 5 and field != 3) or field == 9 or field == 15):
             length, pos = _varint(buf, pos, end)
             if pos < 0 or length > np.uint64(end - pos):
-                return kv, n_kv, 0, 0, -1
+                return n_kv, 0, 0, -1
             n = np.int64(length)
             if field == 1:
                 trace_pos, trace_len = pos, n
@@ -247,27 +248,23 @@ def _span(
             elif field == 15:
                 code, ok = _status_code(buf, pos, pos + n, code)
                 if not ok:
-                    return kv, n_kv, 0, 0, -1
+                    return n_kv, 0, 0, -1
             else:
                 key_pos, key_len = _key(buf, pos, pos + n)
                 if key_len < 0:
-                    return kv, n_kv, 0, 0, -1
+                    return n_kv, 0, 0, -1
                 if _is_wanted(buf, key_pos, key_len, keys, key_ends):
-                    if n_kv == kv.shape[0]:
-                        grown = np.empty((2 * n_kv, 2), np.int64)
-                        grown[:n_kv] = kv
-                        kv = grown
                     kv[n_kv, 0], kv[n_kv, 1] = pos, n
                     n_kv += 1
             pos += n
         elif field == 6 and wire == _VARINT:
             value, pos = _varint(buf, pos, end)
             if pos < 0:
-                return kv, n_kv, 0, 0, -1
+                return n_kv, 0, 0, -1
             kind = _int32(value)
         elif (field == 7 or field == 8) and wire == _I64:
             if pos + 8 > end:
-                return kv, n_kv, 0, 0, -1
+                return n_kv, 0, 0, -1
             if field == 7:
                 start = _fixed64(buf, pos)
             else:
@@ -276,7 +273,7 @@ def _span(
         else:
             pos = _skip(buf, pos, end, wire, field)
             if pos < 0:
-                return kv, n_kv, 0, 0, -1
+                return n_kv, 0, 0, -1
     if trace_len == 16:
         u[row, U_TRACE_HI] = _big_endian(buf, trace_pos)
         u[row, U_TRACE_LO] = _big_endian(buf, trace_pos + 8)
@@ -287,7 +284,7 @@ def _span(
     u[row, U_START], u[row, U_END] = start, stop
     i[row, I_TRACE_LEN], i[row, I_SPAN_LEN], i[row, I_PARENT_LEN] = trace_len, span_len, parent_len
     i[row, I_KIND], i[row, I_STATUS] = kind, code
-    return kv, n_kv, name_pos, name_len, end
+    return n_kv, name_pos, name_len, end
 
 
 @njit(cache=True, nogil=True)
@@ -416,7 +413,12 @@ def scan(
                 if pos < 0 or length > np.uint64(ss_end - pos) or row >= n_spans:
                     return BAD, BAD
                 kv_from[row] = n_kv
-                kv, n_kv, name_pos, name_len, pos = _span(
+                room: Num = n_kv + np.int64(length) // 2 + 1  # a KeyValue takes at least 2 bytes
+                if room > kv.shape[0]:
+                    grown = np.empty((max(room, 2 * kv.shape[0]), 2), np.int64)
+                    grown[:n_kv] = kv[:n_kv]
+                    kv = grown
+                n_kv, name_pos, name_len, pos = _span(
                     buf, pos, pos + np.int64(length), row, u, i, kv, n_kv, keys, key_ends
                 )
                 if pos < 0:
