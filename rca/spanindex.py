@@ -4,8 +4,8 @@ Two generations of bounded size: when the current one fills, the older is droppe
 stays findable for at least `capacity` later spans, which bounds memory whatever the rate.
 Each generation is an open-addressing hash table in numpy arrays (span id, packed entry,
 duration), probed linearly by numba kernels that run without the GIL, so no per-span Python
-objects exist. An entry is
-one packed int (node-operation, peer node-operation, window modulo 2^16) and the span's duration.
+objects exist. An entry is one packed int (node-operation, peer node-operation, window modulo
+2^16) and the span's duration.
 """
 
 from __future__ import annotations
