@@ -65,7 +65,7 @@ def _int32(value: Num) -> Num:
     return low - (1 << 32) if low >= (1 << 31) else low
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _skip_plain(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num) -> Num:
     """Position after a non-group field's payload; -1 when malformed."""
     if wire == _VARINT:
@@ -83,7 +83,7 @@ def _skip_plain(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num) -> Nu
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _skip(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num, field: Num) -> Num:
     """Position after a field's payload (groups included); -1 when malformed."""
     if wire != _SGROUP:
@@ -138,7 +138,7 @@ def _hash(buf: npt.NDArray[np.uint8], pos: Num, length: Num, h: Num) -> Num:
     return h
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _is_wanted(
     buf: npt.NDArray[np.uint8], pos: Num, length: Num, keys: npt.NDArray[np.uint8], key_ends: npt.NDArray[np.int64]
 ) -> Any:
@@ -157,7 +157,7 @@ def _is_wanted(
     return False
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _key(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
     """(offset, length) of a KeyValue's key (last occurrence); length -1 when malformed."""
     key_pos: Num = pos
@@ -180,7 +180,7 @@ def _key(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
     return key_pos, key_len
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _status_code(buf: npt.NDArray[np.uint8], pos: Num, end: Num, code: Num) -> tuple[Num, Any]:
     """The `code` after reading one Status occurrence (merged into the previous ones)."""
     while pos < end:
