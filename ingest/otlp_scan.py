@@ -17,6 +17,8 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit, types
 
+from rca.intindex import Num, ids_of
+
 # Columns of the uint64 output matrix.
 U_TRACE_HI, U_TRACE_LO, U_SPAN, U_PARENT, U_START, U_END = range(6)
 N_U = 6
@@ -33,7 +35,6 @@ _VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = 0, 1, 2, 3, 4, 5
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
-Num = Any  # a numba integer scalar: numba, not mypy, types the kernels
 _BYTES = types.Array(types.uint8, 1, "C", readonly=True)
 _SIG = (_BYTES, types.int64, _BYTES, types.int64[::1], types.uint64[:, ::1], types.int64[:, ::1], types.int64[:, ::1])
 
@@ -443,32 +444,30 @@ def combinations(
     with no wanted attributes whose resource is not read for `every` span; and the first span of
     each combination. Spans of one combination have the same attribute effect."""
     n, n_resources = i.shape[0], every.shape[0]
-    size = 16
-    while size < 2 * n:
-        size *= 2
-    mask = np.uint64(size - 1)
-    slot_keys = np.full(size, -1, np.int64)
-    slot_combos = np.empty(size, np.int64)
-    combo = np.full(n, -1, np.int64)
-    first = np.empty(n, np.int64)
-    n_combos = 0
+    keys = np.full(n, -1, np.int64)
     for row in range(n):
         group, resource = i[row, I_GROUP], i[row, I_RESOURCE]
-        if group < 0 and not every[resource]:
-            continue
-        caller = 0
-        for kind in caller_kinds:
-            if i[row, I_KIND] == kind:
-                caller = 1
-        key = ((group + 1) * n_resources + resource) * 2 + caller
-        slot = (np.uint64(key) * _FNV_PRIME) & mask
-        while slot_keys[slot] >= 0 and slot_keys[slot] != key:
-            slot = (slot + np.uint64(1)) & mask
-        if slot_keys[slot] < 0:
-            slot_keys[slot], slot_combos[slot], first[n_combos] = key, n_combos, row
-            n_combos += 1
-        combo[row] = slot_combos[slot]
-    return combo, first[:n_combos]
+        if group >= 0 or every[resource]:
+            caller = 0
+            for kind in caller_kinds:
+                if i[row, I_KIND] == kind:
+                    caller = 1
+            keys[row] = ((group + 1) * n_resources + resource) * 2 + caller
+    rows = np.flatnonzero(keys >= 0)
+    size = 16
+    while size < 2 * rows.shape[0]:
+        size *= 2
+    ids = np.empty(rows.shape[0], np.int64)
+    n_combos, _ = ids_of(
+        np.zeros(size, np.int64), np.full(size, -1, np.int64), np.empty(rows.shape[0], np.int64), 0, keys[rows], ids
+    )
+    combo = np.full(n, -1, np.int64)
+    first = np.full(n_combos, -1, np.int64)
+    for k in range(rows.shape[0]):
+        combo[rows[k]] = ids[k]
+        if first[ids[k]] < 0:
+            first[ids[k]] = rows[k]
+    return combo, first
 
 
 @njit(cache=True, nogil=True)

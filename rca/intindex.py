@@ -13,12 +13,12 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier
 Num = Any  # a numba integer scalar: numba, not mypy, types the kernels
 
 
 @njit(cache=True, nogil=True)
-def _ids_of(
+def ids_of(
     slot_keys: npt.NDArray[np.int64],
     slot_ids: npt.NDArray[np.int64],
     keys_at: npt.NDArray[np.int64],
@@ -27,11 +27,12 @@ def _ids_of(
     ids: npt.NDArray[np.int64],
 ) -> tuple[Num, Num]:
     """Fills `ids` with each key's id, giving new keys the next ids in order, until `keys_at` is
-    full; returns the ids in use and how many keys were done. Slot id -1 marks a free slot."""
+    full; returns the ids in use and how many keys were done. The slots (a power of two, at least
+    twice `keys_at`) hold id -1 where free."""
     mask = np.uint64(slot_keys.shape[0] - 1)
     for k in range(keys.shape[0]):
         key = keys[k]
-        mixed = np.uint64(key) * _GOLDEN
+        mixed = np.uint64(key) * GOLDEN
         slot = (mixed ^ (mixed >> np.uint64(32))) & mask
         while slot_ids[slot] >= 0 and slot_keys[slot] != key:
             slot = (slot + np.uint64(1)) & mask
@@ -69,7 +70,7 @@ class IntIndex:
         ids = np.empty(keys.shape[0], np.int64)
         done = 0
         while True:
-            self._n, placed = _ids_of(self._slot_keys, self._slot_ids, self._keys, self._n, keys[done:], ids[done:])
+            self._n, placed = ids_of(self._slot_keys, self._slot_ids, self._keys, self._n, keys[done:], ids[done:])
             done += placed
             if done == keys.shape[0]:
                 return ids
@@ -81,4 +82,4 @@ class IntIndex:
         self._keys = np.zeros(capacity, np.int64)
         self._slot_keys = np.zeros(2 * capacity, np.int64)
         self._slot_ids = np.full(2 * capacity, -1, np.int64)
-        self._n, _ = _ids_of(self._slot_keys, self._slot_ids, self._keys, 0, known, np.empty(known.shape[0], np.int64))
+        self._n, _ = ids_of(self._slot_keys, self._slot_ids, self._keys, 0, known, np.empty(known.shape[0], np.int64))

@@ -10,19 +10,17 @@ objects exist. An entry is one packed int (node-operation, peer node-operation, 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 from numba import njit
+
+from rca.intindex import GOLDEN, Num
 
 _WINDOW_BITS = 16
 _PEER_BITS = 24
 _WINDOW_MASK = (1 << _WINDOW_BITS) - 1
 _PEER_MASK = (1 << _PEER_BITS) - 1
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _EMPTY = np.uint64(0)  # span ids are never zero (the builder rejects those spans)
-Num = Any  # a numba integer scalar: numba, not mypy, types the kernels
 
 
 @njit(cache=True, nogil=True)
@@ -41,7 +39,7 @@ def _insert(
     taken = 0
     for k in range(ids.shape[0]):
         key = ids[k]
-        slot = (key * _GOLDEN) >> shift
+        slot = (key * GOLDEN) >> shift
         while table[slot] != _EMPTY and table[slot] != key:
             slot = (slot + np.uint64(1)) & mask
         if table[slot] == _EMPTY:
@@ -65,7 +63,7 @@ def _lookup(
     mask, shift = np.uint64((1 << bits) - 1), np.uint64(64 - bits)
     for k in range(ids.shape[0]):
         key = ids[k]
-        slot = (key * _GOLDEN) >> shift
+        slot = (key * GOLDEN) >> shift
         while table[slot] != _EMPTY:
             if table[slot] == key:
                 out[k], durations[k] = entries_at[slot], durations_at[slot]
