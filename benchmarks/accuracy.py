@@ -38,6 +38,7 @@ START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
 PeerMethod = Callable[[ServiceGraph, Sequence[str], int, int], list[str]]
 PEERS: dict[str, PeerMethod] = {"threshold": threshold_ranking, "pagerank": pagerank_ranking, **GRAPH_PEERS}
 METHODS = ("rca", *PEERS, *SPAN_PEERS)  # SPAN_PEERS rank the replayed spans themselves
+MISSING = 10**6  # the place of a truth a method did not rank: counts in no AC@k
 
 
 @dataclass
@@ -46,9 +47,8 @@ class _Scores:
     fault_hits: list[bool] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
 
-    def add(self, ranked_services: Sequence[str], truth: str, seconds: float, fault_hit: bool | None) -> None:
-        unique = list(dict.fromkeys(ranked_services))
-        self.positions.append(unique.index(truth) + 1 if truth in unique else 10**6)
+    def add(self, position: int, seconds: float, fault_hit: bool | None) -> None:
+        self.positions.append(position)
         self.seconds.append(seconds)
         if fault_hit is not None:
             self.fault_hits.append(fault_hit)
@@ -63,6 +63,12 @@ class _Scores:
             "fault@1": sum(self.fault_hits) / len(self.fault_hits) if self.fault_hits else None,
             "seconds_per_case": sum(self.seconds) / n,
         }
+
+
+def _position(ranked_services: Sequence[str], truth: str) -> int | None:
+    """The truth's 1-based place among the ranked services (duplicates dropped), None if absent."""
+    unique = list(dict.fromkeys(ranked_services))
+    return unique.index(truth) + 1 if truth in unique else None
 
 
 def _post(url: str, body: dict[str, object]) -> Any:
@@ -104,8 +110,11 @@ def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, fl
     return [c["service"] for c in causes], (causes[0]["fault"] if causes else None), seconds
 
 
-def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Runs the suite; returns the contract's report and the per fault type breakdown."""
+def run_suite(
+    suite: str, methods: Sequence[str], progress: bool = True
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """Runs the suite; returns the contract's report, the per fault type breakdown and, per case,
+    where each method placed the truth and what it put first."""
     if suite not in SUITES:
         raise ValueError(f"unknown suite {suite!r}; one of {', '.join(SUITES)}")
     unknown = set(methods) - set(METHODS)
@@ -117,6 +126,7 @@ def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tupl
     workdir = tempfile.mkdtemp(prefix="rca-bench-")
     server, listening = launch("--db", f"sqlite:///{workdir}/rca.db", "--lookback-seconds", str(LOOKBACK_NS / 1e9))
     cases = 0
+    per_case: list[dict[str, Any]] = []
     try:
         with grpc.insecure_channel(listening["otlp_grpc"]) as channel:
             export = channel.unary_unary(EXPORT)
@@ -125,10 +135,15 @@ def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tupl
                 cases += 1
                 local = _replay(export, case)
                 start, end = case.alert_ns - LOOKBACK_NS, case.alert_ns + REPLAY_PAST_ALERT_NS
+                rank: dict[str, int | None] = {}
+                top: dict[str, str | None] = {}
+                row = {"case": case.case_id, "fault_type": case.fault_type, "truth": case.truth_service}
+                per_case.append(row | {"rank": rank, "top": top})
                 for method in methods:
                     if method == "rca":
                         ranked, fault, seconds = _rank_with_rca(api, case)
                         hit = None if case.truth_fault is None else fault == case.truth_fault
+                        per_case[-1]["fault"] = fault  # rca's top cause's class
                     else:
                         began = time.perf_counter()
                         peer = SPAN_PEERS.get(method)
@@ -138,8 +153,10 @@ def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tupl
                             else PEERS[method](local, case.alert_services, start, end)
                         )
                         seconds, hit = time.perf_counter() - began, None
+                    position = _position(ranked, case.truth_service)
+                    rank[method], top[method] = position, (ranked[0] if ranked else None)
                     for bucket in (scores[method], by_type[(method, case.fault_type)]):
-                        bucket.add(ranked, case.truth_service, seconds, hit)
+                        bucket.add(position or MISSING, seconds, hit)
                 for webhook in case.resolved:  # the case's alerts end, as Alertmanager would tell
                     _post(f"{api}/webhooks/alertmanager", webhook)
     finally:
@@ -147,7 +164,17 @@ def run_suite(suite: str, methods: Sequence[str], progress: bool = True) -> tupl
         server.wait(timeout=30)
     report = {"suite": suite, "cases": cases, "methods": {m: scores[m].summary() for m in methods}}
     breakdown = {f"{m}/{t}": s.summary() | {"cases": len(s.positions)} for (m, t), s in sorted(by_type.items())}
-    return report, breakdown
+    return report, breakdown, per_case
+
+
+def _misses(per_case: list[dict[str, Any]]) -> list[str]:
+    """One line per case that rca did not place first."""
+    return [
+        f"- {row['case']} ({row['fault_type']}): truth {row['truth']} at {row['rank']['rca'] or 'none'}, "
+        f"top {row['top']['rca']}"
+        for row in per_case
+        if "rca" in row["rank"] and row["rank"]["rca"] != 1
+    ]
 
 
 def _table(report: dict[str, Any], breakdown: dict[str, Any]) -> str:
@@ -173,13 +200,17 @@ def _table(report: dict[str, Any], breakdown: dict[str, Any]) -> str:
 
 def run_accuracy_benchmark(suite: str, methods: Sequence[str], report_path: str | None, plot_path: str | None) -> int:
     try:
-        report, breakdown = run_suite(suite, methods, progress=sys.stderr.isatty())
+        report, breakdown, per_case = run_suite(suite, methods, progress=sys.stderr.isatty())
     except (ValueError, FileNotFoundError) as exc:
         print(f"rca bench: {exc}", file=sys.stderr)
         return 2
     print(_table(report, breakdown))
+    misses = _misses(per_case)
+    if misses:
+        print("\nrca's misses (place of the truth among the ranked services):", *misses, sep="\n")
     if report_path:
-        Path(report_path).write_text(json.dumps(report | {"by_fault_type": breakdown}, indent=2) + "\n")
+        extra = {"by_fault_type": breakdown, "per_case": per_case}
+        Path(report_path).write_text(json.dumps(report | extra, indent=2) + "\n")
     if plot_path:
         from benchmarks.plot import plot_report
 

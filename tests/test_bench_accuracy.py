@@ -10,7 +10,7 @@ from benchmarks.cases import SMOKE_SCENARIOS
 
 
 def test_smoke_suite_report_has_the_contract_shape_and_rca_leads(tmp_path: Path) -> None:
-    report, breakdown = run_suite("smoke", ["rca", "threshold", "pagerank"], progress=False)
+    report, breakdown, per_case = run_suite("smoke", ["rca", "threshold", "pagerank"], progress=False)
     assert report["suite"] == "smoke" and report["cases"] == len(SMOKE_SCENARIOS)
     assert set(report["methods"]) == {"rca", "threshold", "pagerank"}
     for scores in report["methods"].values():
@@ -20,6 +20,10 @@ def test_smoke_suite_report_has_the_contract_shape_and_rca_leads(tmp_path: Path)
     assert rca["AC@1"] >= 0.7 and rca["fault@1"] >= 0.7  # deterministic cases: held-out seeds
     assert rca["AC@1"] > max(report["methods"][m]["AC@1"] for m in ("threshold", "pagerank"))
     assert "rca/gpu_memory_bandwidth" in breakdown
+    assert len(per_case) == report["cases"]
+    for method, scores in report["methods"].items():  # the per-case places add up to the table
+        assert sum(row["rank"][method] == 1 for row in per_case) / len(per_case) == scores["AC@1"]
+    assert all(row["top"]["rca"] == row["truth"] for row in per_case if row["rank"]["rca"] == 1)
 
 
 def test_unknown_suite_or_method_is_a_clear_error(capsys: object) -> None:
