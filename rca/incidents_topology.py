@@ -18,11 +18,12 @@ UNCONNECTED = -1
 
 @dataclass(frozen=True)
 class Topology:
-    """Who called whom in a range (undirected links between the nodes active in it), plus every
-    node the graph has ever named."""
+    """Who called whom in a range: undirected links between the nodes active in it. Alerts are
+    placed on these nodes only: a name the graph knew once but that has no spans in the range
+    would give a ranking with no evidence, so it is placed like any untraced name."""
 
-    known: frozenset[str]
-    traced: tuple[str, ...]  # nodes that report spans of their own (services)
+    known: frozenset[str]  # the nodes active in the range
+    traced: tuple[str, ...]  # those that report spans of their own (services)
     links: nx.Graph = field(repr=False)  # the nodes active in the range, linked where one called the other
     roots: tuple[str, ...]  # traced services active in the range with no caller there (where traces begin)
     _reach: dict[tuple[str, ...], dict[str, int]] = field(default_factory=dict, repr=False, compare=False)
@@ -64,7 +65,9 @@ def topology_between(graph: ServiceGraph, start_ns: int, end_ns: int) -> Topolog
         callees = names.nodeop_node[unique & 0xFFFFFFFF].tolist()
         pairs = {(a, b) for a, b in zip(callers, callees, strict=True) if a != b}
         links.add_edges_from((names.nodes[a], names.nodes[b]) for a, b in pairs)
-    traced = tuple(n for n, kind in zip(names.nodes, names.kinds, strict=True) if kind is NodeKind.SERVICE)
+    active = frozenset(links.nodes)
+    kinds = dict(zip(names.nodes, names.kinds, strict=True))
+    traced = tuple(sorted(n for n in active if kinds[n] is NodeKind.SERVICE))
     called = {names.nodes[b] for _, b in pairs}
-    roots = tuple(sorted(n for n in traced if n in links and n not in called))
-    return Topology(frozenset(names.nodes), traced, links, roots)
+    roots = tuple(n for n in traced if n not in called)
+    return Topology(active, traced, links, roots)

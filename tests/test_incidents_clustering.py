@@ -9,7 +9,7 @@ from rca.graph import ServiceGraph
 from rca.incidents import Incident, IncidentStatus
 from rca.incidents_clustering import AlertClusterer
 from rca.incidents_topology import UNCONNECTED, Topology, topology_between
-from tests.spanfactory import T0
+from tests.spanfactory import T0, batch
 from tests.test_incidents_service import alert, shop_graph
 
 S = 1_000_000_000
@@ -40,6 +40,18 @@ def test_topology_hops_and_roots() -> None:
     assert topo.hops(["gateway"], ["payment"]) == 2
     assert topo.hops(["payment"], ["index"]) == UNCONNECTED
     assert topo.nodes_for("checkout") == ("checkout",)
+
+
+def test_alerts_are_placed_only_on_nodes_active_in_the_range() -> None:
+    """A name the graph saw 20 minutes earlier but not in the range (a retired service, or another
+    system replayed before) is placed like an untraced name: on the nearest active service."""
+    graph = shop_graph()
+    graph.add(batch(("frontend", "GET /", 9, 0, -1_200_000, 40), ("gateway-old", "GET /", 10, 9, -1_199_990, 5)))
+    topo = topology(graph)
+    assert "frontend" not in topo.known and "frontend" not in topo.traced
+    assert topo.nodes_for("frontend") == ("gateway", "search")  # no near name: the active roots
+    assert topo.nodes_for("gateway-old") == ("gateway",)  # nearest active name
+    assert topology_between(graph, T0 - 1_300 * S, T0 - 1_100 * S).nodes_for("frontend") == ("frontend",)
 
 
 def test_overlapping_faults_in_unconnected_parts_stay_apart() -> None:
