@@ -65,9 +65,9 @@ def topology_between(graph: ServiceGraph, start_ns: int, end_ns: int) -> Topolog
         callees = names.nodeop_node[unique & 0xFFFFFFFF].tolist()
         pairs = {(a, b) for a, b in zip(callers, callees, strict=True) if a != b}
         links.add_edges_from((names.nodes[a], names.nodes[b]) for a, b in pairs)
-    active = frozenset(links.nodes)
+    present = frozenset(links.nodes)
     kinds = dict(zip(names.nodes, names.kinds, strict=True))
-    traced = tuple(sorted(n for n in active if kinds[n] is NodeKind.SERVICE))
+    traced = tuple(sorted(n for n in present if kinds[n] is NodeKind.SERVICE))
     called = {names.nodes[b] for _, b in pairs}
     roots = tuple(n for n in traced if n not in called)
-    return Topology(active, traced, links, roots)
+    return Topology(present, traced, links, roots)
