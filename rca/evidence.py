@@ -3,8 +3,8 @@
 For every node the window's series are split at the row's own change point (`rca.changepoint`)
 and scored as one-sided shifts: self time (latency; calls to uninstrumented callees are moved
 from the caller's self time to the virtual callee, and client calls' self time, time on the wire,
-to a network node per callee), error rate, call structure (downstream calls
-per call of each operation, either way), and the section 6 LLM-serving signals. A node's score for
+to a network node per callee), error rate (also tested as binomial counts), call structure
+(downstream calls per call of each operation, either way), and the section 6 LLM-serving signals. A node's score for
 a class is its strongest row, less the expected maximum of that many null statistics, gated by the
 contract's thresholds where it names them. Unmeasurable classes are NaN.
 """
@@ -198,8 +198,11 @@ class _Extractor:
         ratio = np.log(np.maximum(latency.shift.observed, 1e-12) / np.maximum(latency.shift.baseline, 1e-12))
         latency.score = latency.score * np.clip(ratio / np.log(2.0), 0.0, 1.0)
         errors = self._rows(rows_errors, direction=1, floor=0.01)
-        calls_per_window = np.concatenate([part[2] for part in rows_errors])
-        errors.score = np.minimum(errors.score, _binomial_score(errors.shift, calls_per_window))
+        shifted = np.flatnonzero(errors.score > 0)  # the count test can only lower a score
+        calls_per_window = np.concatenate([part[2] for part in rows_errors])[shifted]
+        errors.score[shifted] = np.minimum(
+            errors.score[shifted], _binomial_score(errors.shift, shifted, calls_per_window)
+        )
         return latency, errors
 
     def _unpaired_peer_time(self) -> Array:
@@ -294,19 +297,20 @@ class _Extractor:
         return self._rows([(nodes, difference, weight, label)], 1, floor)
 
 
-def _binomial_score(shift: Shift, weight: Array) -> Array:
-    """How surprising each row's observed errors are as counts: the mid-p binomial tail of the
-    observed segment's errors at the baseline's rate (with half an error of prior, so a spotless
-    baseline still has a rate), as a standard normal score. The Welch statistic of `mean_shift`
-    floors the variance for all rows alike; a count test stays honest for a handful of calls,
-    where one failure in three would otherwise read as a five-sigma shift."""
+def _binomial_score(shift: Shift, rows: Index, weight: Array) -> Array:
+    """How surprising the observed errors of `rows` (with their calls per window, `weight`) are as
+    counts: the mid-p binomial tail of the observed segment's errors at the baseline's rate (with
+    half an error of prior, so a spotless baseline still has a rate), as a standard normal score.
+    The Welch statistic of `mean_shift` floors the variance for all rows alike; a count test stays
+    honest for a handful of calls, where one failure in three would otherwise read as 5 sigma."""
+    onset = shift.onset[rows]
     total = np.cumsum(np.nan_to_num(weight), axis=1)
-    before = np.take_along_axis(total, np.maximum(shift.onset - 1, 0)[:, None], axis=1)[:, 0]
-    before = np.where(shift.onset > 0, before, 0.0)
+    before = np.take_along_axis(total, np.maximum(onset - 1, 0)[:, None], axis=1)[:, 0]
+    before = np.where(onset > 0, before, 0.0)
     after = total[:, -1] - before
-    rate = (np.nan_to_num(shift.baseline) * before + 0.5) / (before + 1.0)
+    rate = (np.nan_to_num(shift.baseline[rows]) * before + 0.5) / (before + 1.0)
     trials = np.rint(after)
-    failures = np.clip(np.rint(np.nan_to_num(shift.observed) * after), 0.0, trials)
+    failures = np.clip(np.rint(np.nan_to_num(shift.observed[rows]) * after), 0.0, trials)
     log_tail = np.logaddexp(binom.logsf(failures, trials, rate), np.log(0.5) + binom.logpmf(failures, trials, rate))
     with np.errstate(over="ignore"):
         return np.where(trials > 0, np.maximum(-ndtri_exp(np.minimum(log_tail, 0.0)), 0.0), 0.0)
