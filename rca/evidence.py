@@ -305,7 +305,7 @@ def _binomial_score(shift: Shift, rows: Index, weight: Array) -> Array:
     honest for a handful of calls, where one failure in three would otherwise read as 5 sigma."""
     onset = shift.onset[rows]
     total = np.cumsum(np.nan_to_num(weight), axis=1)
-    before = np.take_along_axis(total, np.maximum(onset - 1, 0)[:, None], axis=1)[:, 0]
+    before = np.take_along_axis(total, np.clip(onset - 1, 0, total.shape[1] - 1)[:, None], axis=1)[:, 0]
     before = np.where(onset > 0, before, 0.0)
     after = total[:, -1] - before
     rate = (np.nan_to_num(shift.baseline[rows]) * before + 0.5) / (before + 1.0)
