@@ -46,7 +46,7 @@ def _error_score(evidence: NodeEvidence, node: str) -> float:
 def test_one_failure_in_a_few_calls_is_weak_evidence_and_a_real_burst_is_strong() -> None:
     evidence = _evidence({"quiet": (1, 1, 1 / 3), "busy": (60, 60, 0.15)})
     quiet, busy = _error_score(evidence, "quiet"), _error_score(evidence, "busy")
-    # Two failures in six calls after 24 spotless ones: surprising (binomial tail ~3e-3), but
+    # Two failures in six calls after 24 spotless ones: surprising (binomial tail ~1e-3), but
     # not the ~5-sigma shift that the Welch statistic with its variance floor alone reads.
     assert 2.0 < quiet < 3.5
     assert busy > 10.0
