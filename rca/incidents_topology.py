@@ -55,19 +55,19 @@ def topology_between(graph: ServiceGraph, start_ns: int, end_ns: int) -> Topolog
     links = nx.Graph()
     pairs: set[tuple[int, int]] = set()
     if windows:
+        node_of = names.nodeop_node
         active = np.unique(np.concatenate([w.ops.view()[0] for w in windows]))
-        links.add_nodes_from(names.nodes[n] for n in np.unique(names.nodeop_node[active]).tolist())
+        links.add_nodes_from(names.nodes[n] for n in np.unique(node_of[active]).tolist())
         edge_keys = []
         for keys, sums, _ in (w.edges.view() for w in windows):
             edge_keys.append(keys[(sums[:, EdgeSum.CALLS] > 0) | (sums[:, EdgeSum.PEER_CALLS] > 0)])
         unique = np.unique(np.concatenate(edge_keys))
-        callers = names.nodeop_node[unique >> 32].tolist()
-        callees = names.nodeop_node[unique & 0xFFFFFFFF].tolist()
+        callers = node_of[unique >> 32].tolist()
+        callees = node_of[unique & 0xFFFFFFFF].tolist()
         pairs = {(a, b) for a, b in zip(callers, callees, strict=True) if a != b}
         links.add_edges_from((names.nodes[a], names.nodes[b]) for a, b in pairs)
     present = frozenset(links.nodes)
-    kinds = dict(zip(names.nodes, names.kinds, strict=True))
-    traced = tuple(sorted(n for n in present if kinds[n] is NodeKind.SERVICE))
+    traced = tuple(sorted(n for n in present if names.kinds[names.node_ids[n]] is NodeKind.SERVICE))
     called = {names.nodes[b] for _, b in pairs}
     roots = tuple(n for n in traced if n not in called)
     return Topology(present, traced, links, roots)
