@@ -45,12 +45,12 @@ class KeyedTable:
     `version` counts its changes, so readers can tell whether a table they derived something from
     is still the same."""
 
-    def __init__(self, n_sums: int) -> None:
+    def __init__(self, n_sums: int, *, histogram: bool = True) -> None:
         self.serial = next(_SERIALS)
         self.version = 0
         self._index = IntIndex()
         self.sums = np.zeros((16, n_sums), np.float64)
-        self.hist = np.zeros((16, N_BUCKETS), HIST_DTYPE)
+        self.hist = np.zeros((16, N_BUCKETS if histogram else 0), HIST_DTYPE)
 
     def __len__(self) -> int:
         return len(self._index)
@@ -62,7 +62,7 @@ class KeyedTable:
         if len(self) > capacity:
             grow = max(len(self), 2 * capacity) - capacity
             self.sums = np.concatenate([self.sums, np.zeros((grow, self.sums.shape[1]))])
-            self.hist = np.concatenate([self.hist, np.zeros((grow, N_BUCKETS), HIST_DTYPE)])
+            self.hist = np.concatenate([self.hist, np.zeros((grow, self.hist.shape[1]), HIST_DTYPE)])
         return rows
 
     def add(
@@ -128,6 +128,13 @@ class SignalSum(IntEnum):
     SUMSQ = 2
 
 
+class LogSum(IntEnum):
+    """Columns of the log tables: per node (or node-operation) and template."""
+
+    RECORDS = 0
+    ERRORS = 1  # records of error severity or above
+
+
 @dataclass(slots=True)
 class WindowAggregate:
     """Everything observed in one event-time window; `merge` combines windows or shards."""
@@ -135,15 +142,25 @@ class WindowAggregate:
     ops: KeyedTable
     edges: KeyedTable
     signals: KeyedTable
+    logs: KeyedTable  # key: node << 32 | template; every record of the node
+    log_ops: KeyedTable  # key: node-operation << 32 | template; the records joined to their span
 
     @staticmethod
     def new() -> WindowAggregate:
-        return WindowAggregate(KeyedTable(len(OpSum)), KeyedTable(len(EdgeSum)), KeyedTable(len(SignalSum)))
+        return WindowAggregate(
+            KeyedTable(len(OpSum)),
+            KeyedTable(len(EdgeSum)),
+            KeyedTable(len(SignalSum)),
+            KeyedTable(len(LogSum), histogram=False),
+            KeyedTable(len(LogSum), histogram=False),
+        )
+
+    def tables(self) -> tuple[KeyedTable, ...]:
+        return (self.ops, self.edges, self.signals, self.logs, self.log_ops)
 
     def merge(self, other: WindowAggregate) -> None:
-        self.ops.merge(other.ops)
-        self.edges.merge(other.edges)
-        self.signals.merge(other.signals)
+        for mine, theirs in zip(self.tables(), other.tables(), strict=True):
+            mine.merge(theirs)
 
     def nbytes(self) -> int:
-        return sum(t.nbytes() for t in (self.ops, self.edges, self.signals))
+        return sum(t.nbytes() for t in self.tables())

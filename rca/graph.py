@@ -4,6 +4,8 @@ Nodes are services, virtual callees named by peer attributes, and GPU resource n
 span counts in its own node and operation; a child whose parent lies in another node adds a
 caller → callee edge. Children may arrive before their parents: they wait in `pending` until
 the parent shows up (resolution runs before every read, so acknowledged spans are visible).
+Log records count per node and template at once, and per node-operation once the span they
+name is known: they wait for it as children wait for parents.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from rca.accumulators import EdgeSum, OpSum, SignalSum, WindowAggregate
+from rca.accumulators import EdgeSum, LogSum, OpSum, SignalSum, WindowAggregate
 from rca.histogram import buckets
 from rca.intindex import IntIndex
+from rca.logs import LogBatch
+from rca.logtemplates import TemplateMiner
 from rca.spanindex import SpanIndex
 from rca.spans import SpanBatch
 
@@ -42,6 +46,9 @@ class IngestCounts:
     pending: int
     orphaned: int
     outside_retention: int
+    log_records: int = 0
+    log_templates: int = 0  # templates the miner holds now
+    logs_outside_retention: int = 0
 
 
 class Names:
@@ -116,6 +123,16 @@ def _map_strings(
 
 
 @dataclass(slots=True)
+class _PendingLogs:
+    """Log records waiting for the span they name, to count on its operation."""
+
+    span: npt.NDArray[np.uint64]
+    key: npt.NDArray[np.int64]  # node << 32 | template
+    error: npt.NDArray[np.bool_]
+    window: npt.NDArray[np.int64]
+
+
+@dataclass(slots=True)
 class _Pending:
     """Children waiting for their parent span."""
 
@@ -136,6 +153,7 @@ class ServiceGraph:
         retention_seconds: float = 900.0,
         index_capacity: int = 1_000_000,
         pending_windows: int = 6,
+        templates: TemplateMiner | None = None,
     ) -> None:
         self.window_ns = int(window_seconds * 1e9)
         self.retention_windows = max(1, int(retention_seconds * 1e9) // self.window_ns)
@@ -148,6 +166,10 @@ class ServiceGraph:
         self._pending_count = 0
         self._resolve_at = _RESOLVE_MIN
         self._spans = self._resolved = self._orphaned = self._late = 0
+        self.templates = templates or TemplateMiner()
+        self._pending_logs: list[_PendingLogs] = []
+        self._pending_log_count = 0
+        self._log_records = self._late_logs = 0
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -196,6 +218,65 @@ class ServiceGraph:
             self.resolve()
             self._resolve_at = max(_RESOLVE_MIN, 2 * self._pending_count)
         self._evict(oldest_kept)
+
+    def add_logs(self, batch: LogBatch) -> None:
+        """Adds a batch of log records (any order, any event time within retention)."""
+        if len(batch) == 0:
+            return
+        self.newest_ns = max(self.newest_ns, int(batch.time_ns.max()))
+        oldest_kept = self.newest_ns // self.window_ns - self.retention_windows + 1
+        window = batch.time_ns // self.window_ns
+        keep = window >= oldest_kept
+        if not keep.all():
+            self._late_logs += int((~keep).sum())
+            batch, window = batch.select(keep), window[keep]
+        self._log_records += len(batch)
+        names = self.names
+        nodes = _map_strings(batch.service, batch.strings, lambda name: names.node(name, NodeKind.SERVICE))
+        keys = (nodes << 32) | self.templates.ids(batch.body)
+        error = batch.is_error
+        self._count_logs(window, keys, error, per_operation=False)
+        joined = batch.span_id != 0
+        self._pending_logs.append(_PendingLogs(batch.span_id[joined], keys[joined], error[joined], window[joined]))
+        self._pending_log_count += int(joined.sum())
+        if self._pending_log_count >= self._resolve_at:
+            self.resolve()
+        self._evict(oldest_kept)
+
+    def _count_logs(
+        self,
+        window: npt.NDArray[np.int64],
+        keys: npt.NDArray[np.int64],
+        error: npt.NDArray[np.bool_],
+        per_operation: bool,
+    ) -> None:
+        sums = np.zeros((keys.shape[0], len(LogSum)))
+        sums[:, LogSum.RECORDS] = 1.0
+        sums[:, LogSum.ERRORS] = error
+        for aggregate, index in self._by_window(window):
+            (aggregate.log_ops if per_operation else aggregate.logs).add(keys, sums, None, index)
+
+    def _join_logs(self) -> None:
+        """Counts waiting log records on the operation of their span where it is now known and
+        in the record's node; records whose span does not come in time count on the node only."""
+        if not self._pending_logs:
+            return
+        parts = ((x.span, x.key, x.error, x.window) for x in self._pending_logs)
+        p = _PendingLogs(*(np.concatenate(c) for c in zip(*parts, strict=True)))
+        self._pending_logs = []
+        self._pending_log_count = 0
+        newest = self.newest_ns // self.window_ns
+        span, _ = self._index.lookup(p.span, newest)
+        found = span[:, 0] >= 0
+        nodeop = span[found, 0]
+        template = p.key[found] & 0xFFFFFFFF
+        same_node = self.names.nodeop_node[nodeop] == (p.key[found] >> 32)
+        rows = np.flatnonzero(found)[same_node]
+        self._count_logs(p.window[rows], (nodeop[same_node] << 32) | template[same_node], p.error[rows], True)
+        keep = ~found & (p.window >= newest - self.pending_windows)
+        if keep.any():
+            self._pending_log_count = int(keep.sum())
+            self._pending_logs.append(_PendingLogs(p.span[keep], p.key[keep], p.error[keep], p.window[keep]))
 
     def _node_ids(self, batch: SpanBatch) -> tuple[npt.NDArray[np.int64], ...]:
         names, strings = self.names, batch.strings
@@ -292,7 +373,9 @@ class ServiceGraph:
     # -- parent resolution -----------------------------------------------------------------
 
     def resolve(self) -> None:
-        """Matches waiting children with parents seen since; drops those waited too long."""
+        """Matches waiting children with parents seen since, and waiting log records with their
+        spans; drops those waited too long."""
+        self._join_logs()
         if not self._pending:
             return
         p = _Pending(
@@ -365,7 +448,16 @@ class ServiceGraph:
         return merged
 
     def counts(self) -> IngestCounts:
-        return IngestCounts(self._spans, self._resolved, self._pending_count, self._orphaned, self._late)
+        return IngestCounts(
+            self._spans,
+            self._resolved,
+            self._pending_count,
+            self._orphaned,
+            self._late,
+            self._log_records,
+            len(self.templates),
+            self._late_logs,
+        )
 
     def nbytes(self) -> int:
         return sum(w.nbytes() for w in self.windows.values())

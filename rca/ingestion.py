@@ -1,10 +1,12 @@
-"""The ingest queue: receivers hand decoded batches to one writer thread that owns the graph.
+"""The ingest queue: receivers hand decoded batches (spans or log records) to one writer thread
+that owns the graph.
 
 `submit` waits until its batch is in the graph before returning, so an acknowledged export
 is visible to every later read (read-your-writes). The queue is bounded: when full, `submit`
 raises `Overloaded` at once and the receiver tells the client to retry. The writer takes every
-batch waiting (up to `COALESCE_SPANS` spans) into one graph update: the graph's cost per update
-is largely fixed, so bigger updates keep up with more concurrent exporters.
+batch waiting (up to `COALESCE_SPANS` rows) into one graph update, spans before log records so that
+records join the spans sent beside them: the graph's cost per update is largely fixed, so bigger
+updates keep up with more concurrent exporters.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TypeVar
 import numpy as np
 
 from rca.graph import ServiceGraph
+from rca.logs import LogBatch, concat_logs
 from rca.spans import SpanBatch
 
 T = TypeVar("T")
@@ -54,7 +57,7 @@ class Overloaded(RuntimeError):
 
 @dataclass(slots=True)
 class _Job:
-    batch: SpanBatch
+    batch: SpanBatch | LogBatch
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
 
@@ -85,7 +88,7 @@ class Ingestor:
         finally:
             self._places.release()
 
-    def submit(self, batch: SpanBatch, timeout: float = 30.0) -> None:
+    def submit(self, batch: SpanBatch | LogBatch, timeout: float = 30.0) -> None:
         """Adds `batch` to the graph, returning once it is visible; raises `Overloaded`."""
         if len(batch) == 0:
             return
@@ -107,20 +110,25 @@ class Ingestor:
     def _run(self) -> None:
         while True:
             jobs = [self._queue.get()]
-            spans = 0 if jobs[0] is None else len(jobs[0].batch)
-            while jobs[-1] is not None and spans < COALESCE_SPANS:
+            rows = 0 if jobs[0] is None else len(jobs[0].batch)
+            while jobs[-1] is not None and rows < COALESCE_SPANS:
                 try:
                     job = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 jobs.append(job)
-                spans += 0 if job is None else len(job.batch)
+                rows += 0 if job is None else len(job.batch)
             work = [job for job in jobs if job is not None]
             if work:
                 error: BaseException | None = None
+                span_batches = [job.batch for job in work if isinstance(job.batch, SpanBatch)]
+                logs = [job.batch for job in work if isinstance(job.batch, LogBatch)]
                 try:
                     with self._lock:
-                        self.graph.add(concat([job.batch for job in work]))
+                        if span_batches:
+                            self.graph.add(concat(span_batches))
+                        if logs:
+                            self.graph.add_logs(concat_logs(logs))
                 except Exception as exc:  # a bug in the graph must not kill ingest
                     error = exc
                 for job in work:

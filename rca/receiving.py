@@ -1,4 +1,8 @@
-"""What both OTLP receivers do with a decoded request, in one place: count it, queue it."""
+"""What both OTLP receivers do with a decoded request, in one place: count it, queue it.
+
+Spans and log records are counted apart (`counts()` and `log_counts()`); requests refused before
+decoding are counted together, by reason.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from rca.ingestion import Ingestor, Overloaded
+from rca.logs import LogDecodeResult
 from rca.spans import DecodeResult
 
 
@@ -24,7 +29,7 @@ class ExportOutcome:
 
 @dataclass(frozen=True, slots=True)
 class SinkCounts:
-    """The running totals of a `SpanSink`, read together."""
+    """The running totals of a `SpanSink` for one kind of record, read together."""
 
     received: int
     rejected: Mapping[str, int]
@@ -43,6 +48,9 @@ class SpanSink:
         self.rejected: Counter[str] = Counter()
         self.dropped: Counter[str] = Counter()
         self.requests_refused: Counter[str] = Counter()
+        self.logs_received = 0
+        self.logs_rejected: Counter[str] = Counter()
+        self.logs_dropped: Counter[str] = Counter()
         self._decode_seconds = decode_seconds
         self._admitted = threading.local()  # perf_counter at admission, per receiver thread
 
@@ -62,9 +70,7 @@ class SpanSink:
 
     def export(self, result: DecodeResult) -> ExportOutcome:
         """Queues the accepted spans; raises `Overloaded` (nothing kept) when full."""
-        admitted = getattr(self._admitted, "at", None)
-        if self._decode_seconds is not None and admitted is not None:
-            self._decode_seconds(time.perf_counter() - admitted)
+        self._decoded()
         accepted = len(result.batch)
         try:
             self.ingestor.submit(result.batch)
@@ -78,11 +84,40 @@ class SpanSink:
                 self.rejected[r.reason] += r.count
         return ExportOutcome(accepted, result.rejected, result.message)
 
+    def export_logs(self, result: LogDecodeResult) -> ExportOutcome:
+        """Queues the accepted log records; raises `Overloaded` (nothing kept) when full."""
+        self._decoded()
+        accepted = len(result.batch)
+        try:
+            self.ingestor.submit(result.batch)
+        except Overloaded:
+            with self._lock:
+                self.logs_dropped["overload"] += accepted
+            raise
+        with self._lock:
+            self.logs_received += accepted
+            for r in result.rejections:
+                self.logs_rejected[r.reason] += r.count
+        return ExportOutcome(accepted, result.rejected, result.message)
+
+    def _decoded(self) -> None:
+        admitted = getattr(self._admitted, "at", None)
+        if self._decode_seconds is not None and admitted is not None:
+            self._decode_seconds(time.perf_counter() - admitted)
+
     def refuse(self, reason: str) -> None:
         """Counts a whole request refused before decoding (malformed, oversize, bad type)."""
         with self._lock:
             self.requests_refused[reason] += 1
 
     def counts(self) -> SinkCounts:
+        """Spans, and the requests of either kind refused."""
         with self._lock:
             return SinkCounts(self.received, dict(self.rejected), dict(self.dropped), dict(self.requests_refused))
+
+    def log_counts(self) -> SinkCounts:
+        """Log records, and the requests of either kind refused."""
+        with self._lock:
+            return SinkCounts(
+                self.logs_received, dict(self.logs_rejected), dict(self.logs_dropped), dict(self.requests_refused)
+            )

@@ -1,10 +1,11 @@
 """The graph's windows over an interval as dense per-window matrices, for change detection.
 
 `window_series` stacks the keyed tables of consecutive event-time windows into arrays of shape
-(rows, windows, columns): one row per node-operation, per caller → callee operation edge and per
-node signal, so every later statistic is a vectorised reduction over the window axis. History
-before the window of interest is merged into one leading column: it is only ever baseline, and
-the cost of every statistic grows with the number of columns.
+(rows, windows, columns): one row per node-operation, per caller → callee operation edge, per
+node signal and per node (or node-operation) log template, so every later statistic is a
+vectorised reduction over the window axis. History before the window of interest is merged into
+one leading column: it is only ever baseline, and the cost of every statistic grows with the
+number of columns.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from rca.accumulators import EdgeSum, KeyedTable, OpSum, SignalSum
+from rca.accumulators import EdgeSum, KeyedTable, LogSum, OpSum, SignalSum
 from rca.graph import ServiceGraph
 
 Float3 = npt.NDArray[np.float64]
@@ -41,6 +42,8 @@ class WindowSeries:
     ops: Table  # key: node-operation id; columns OpSum
     edges: Table  # key: caller node-op << 32 | callee node-op; columns EdgeSum
     signals: Table  # key: node << 8 | Signal; columns SignalSum
+    logs: Table  # key: node << 32 | template; columns LogSum
+    log_ops: Table  # key: node-operation << 32 | template; columns LogSum
 
     @property
     def windows(self) -> int:
@@ -145,6 +148,8 @@ def window_series(
         "ops": ([[a.ops for a in c] for c in columns], len(OpSum)),
         "edges": ([[a.edges for a in c] for c in columns], len(EdgeSum)),
         "signals": ([[a.signals for a in c] for c in columns], len(SignalSum)),
+        "logs": ([[a.logs for a in c] for c in columns], len(LogSum)),
+        "log_ops": ([[a.log_ops for a in c] for c in columns], len(LogSum)),
     }
     if cache is None:
         stacked = {k: _stack(tables, n, None) for k, (tables, n) in kinds.items()}
@@ -159,4 +164,6 @@ def window_series(
         ops=stacked["ops"].table,
         edges=stacked["edges"].table,
         signals=stacked["signals"].table,
+        logs=stacked["logs"].table,
+        log_ops=stacked["log_ops"].table,
     )

@@ -1,0 +1,136 @@
+"""Log bodies reduced to templates: masking, then Drain's streaming template miner (`drain3`).
+
+Masking runs once over a whole batch: the bodies joined into one string, quoted values masked by
+regex and tokens with digits by one numba pass over its bytes, so its cost is not a Python call
+per record. A masked body seen before takes its
+template from a bounded cache; only new masked bodies go through Drain. The state is bounded:
+Drain keeps at most `max_templates` clusters (least recently used evicted), the cache at most
+`cache_size` masked bodies, and bodies are cut at `max_body_chars`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+from drain3.drain import Drain
+from numba import njit
+
+PARAM = "<*>"
+_QUOTED = (re.compile(r'"[^"\n]*"'), re.compile(r"'[^'\n]*'"))
+_NEWLINES = str.maketrans({"\n": " ", "\r": " "})
+# Tokens are split at whitespace and at these; '.', ':', '-' and '_' stay inside tokens, so that
+# an address, a time, a version or a UUID is one token.
+_DELIMITERS = np.zeros(256, np.bool_)
+_DELIMITERS[[ord(c) for c in " \t\n[](){},;=<>/|\"'"]] = True
+_HASH, _NEWLINE = ord("#"), ord("\n")
+_PARAM_BYTES = np.frombuffer(PARAM.encode(), np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def _mask_tokens(
+    text: npt.NDArray[np.uint8], delimiters: npt.NDArray[np.bool_], param: npt.NDArray[np.uint8]
+) -> npt.NDArray[np.uint8]:
+    """`text` with every token that holds a digit replaced by `param`, except tokens holding a
+    '#' (code locations such as `ServiceImpl#532`, which tell code paths apart)."""
+    out = np.empty(text.shape[0] + text.shape[0] * param.shape[0] // 2 + 1, np.uint8)
+    n, i, size = 0, 0, text.shape[0]
+    while i < size:
+        if delimiters[text[i]]:
+            out[n] = text[i]
+            n += 1
+            i += 1
+            continue
+        j, digit, hashed = i, False, False
+        while j < size and not delimiters[text[j]]:
+            c = text[j]
+            digit |= 48 <= c <= 57
+            hashed |= c == _HASH
+            j += 1
+        if digit and not hashed:
+            for k in range(param.shape[0]):
+                out[n + k] = param[k]
+            n += param.shape[0]
+        else:
+            for k in range(i, j):
+                out[n] = text[k]
+                n += 1
+        i = j
+    return out[:n]
+
+
+def mask_bodies(bodies: Sequence[str], max_chars: int) -> list[str]:
+    """Each body cut at `max_chars`, on one line, with its variable parts masked: quoted values,
+    and every token with a digit in it (numbers, ids, hashes, addresses, times)."""
+    if not bodies:
+        return []
+    text = "\n".join(b[:max_chars].translate(_NEWLINES) if "\n" in b or "\r" in b else b[:max_chars] for b in bodies)
+    for pattern in _QUOTED:
+        text = pattern.sub('"<*>"', text)
+    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)
+    return _mask_tokens(raw, _DELIMITERS, _PARAM_BYTES).tobytes().decode("utf-8", "surrogatepass").split("\n")
+
+
+class TemplateMiner:
+    """Template ids for log bodies, stable for as long as a template is in use."""
+
+    def __init__(
+        self,
+        *,
+        max_templates: int = 20_000,
+        cache_size: int = 200_000,
+        max_body_chars: int = 2_048,
+        similarity: float = 0.4,
+        depth: int = 4,
+    ) -> None:
+        self.max_templates = max_templates
+        self.cache_size = cache_size
+        self.max_body_chars = max_body_chars
+        # Numeric tokens left after masking are code locations and versions: tree keys, not wildcards.
+        self._drain = Drain(
+            depth=depth, sim_th=similarity, max_clusters=max_templates, parametrize_numeric_tokens=False
+        )
+        self._cache: dict[str, int] = {}
+        self._texts: dict[int, str] = {}
+
+    def ids(self, bodies: Sequence[str]) -> npt.NDArray[np.int64]:
+        """The template id of each body (ids start at 1)."""
+        masked = mask_bodies(bodies, self.max_body_chars)
+        cache = self._cache
+        found = [cache.get(m, 0) for m in masked]
+        for i in [i for i, t in enumerate(found) if t == 0]:
+            m = masked[i]
+            t = cache.get(m, 0)
+            if t == 0:
+                cluster, _ = self._drain.add_log_message(m)
+                t = int(cluster.cluster_id)
+                self._texts[t] = cluster.get_template()
+                if len(cache) >= self.cache_size:
+                    self._forget()
+                cache[m] = t
+            found[i] = t
+        ids = np.asarray(found, np.int64)
+        clusters = self._drain.id_to_cluster
+        for t in np.unique(ids).tolist():  # templates in use stay young in Drain's LRU
+            if t in clusters:
+                clusters[t]  # the lookup is what refreshes the entry
+        return ids
+
+    def _forget(self) -> None:
+        """Empties the cache, keeping the texts of the templates Drain still holds."""
+        self._cache.clear()
+        live = self._drain.id_to_cluster
+        self._texts = {t: text for t, text in self._texts.items() if t in live}
+
+    def text(self, template: int) -> str:
+        """The template's text (its latest form), or `#id` once it is forgotten."""
+        cluster = self._drain.id_to_cluster.get(template)
+        if cluster is not None:
+            text: str = cluster.get_template()
+            return text
+        return self._texts.get(template, f"#{template}")
+
+    def __len__(self) -> int:
+        return len(self._drain.id_to_cluster)
