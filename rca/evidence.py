@@ -11,16 +11,15 @@ contract's thresholds where it names them. Unmeasurable classes are NaN.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import ndtri_exp
-from scipy.stats import binom
 
 from rca.accumulators import EdgeSum, OpSum, SignalSum
 from rca.changepoint import Shift, mean_shift
+from rca.evidence_logs import log_rows
+from rca.evidence_rows import Labels, Rows, binomial_score, find_sorted, merge_rows, per_window_mean
 from rca.graph import NodeKind, ServiceGraph
 from rca.ranking import Fault
 from rca.series import SeriesCache, WindowSeries, window_series
@@ -58,59 +57,6 @@ class NodeEvidence:
         return self.nodes.index(node)
 
 
-@dataclass(frozen=True, slots=True)
-class _Labels:
-    """What rows measured, named only for the rows that end up as evidence: `prefix:name`."""
-
-    prefix: str
-    index: Index  # per row, the id `name` names; -1 for the bare prefix
-    name: Callable[[int], str] = str
-
-    def __len__(self) -> int:
-        return int(self.index.shape[0])
-
-    def texts(self, rows: list[int]) -> list[str]:
-        """`prefix:name` of each of `rows`."""
-        name, prefix = self.name, self.prefix
-        found = [name(i) if i >= 0 else "" for i in self.index[rows].tolist()]
-        return [f"{prefix}:{text}" if text else prefix for text in found]
-
-
-@dataclass(slots=True)
-class _Rows:
-    """Row-level shifts of one class, before they are reduced to nodes."""
-
-    node: Index
-    shift: Shift
-    labels: list[_Labels]
-    score: Array
-
-    def label_rows(self, rows: Index) -> list[str]:
-        """What each of `rows` measured, named part by part."""
-        out = [""] * rows.shape[0]
-        offset = 0
-        for part in self.labels:
-            inside = np.flatnonzero((rows >= offset) & (rows < offset + len(part)))
-            for k, text in zip(inside.tolist(), part.texts((rows[inside] - offset).tolist()), strict=True):
-                out[k] = text
-            offset += len(part)
-        return out
-
-
-def _per_window_mean(total: Array, count: Array) -> Array:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(count > 0, total / count, np.nan)
-
-
-def _find(keys: Index, values: Index) -> tuple[Index, npt.NDArray[np.bool_]]:
-    """Where each of `values` sits in the sorted `keys` (a valid index, 0 when `keys` is empty),
-    and whether it is there."""
-    if keys.shape[0] == 0:
-        return np.zeros(values.shape[0], np.int64), np.zeros(values.shape[0], np.bool_)
-    position = np.minimum(np.searchsorted(keys, values), keys.shape[0] - 1)
-    return position, keys[position] == values
-
-
 def _max_expected(rows_per_node: Array) -> Array:
     """Expected maximum of that many null |statistics|: the multiple-testing allowance."""
     return np.sqrt(2.0 * np.log(np.maximum(rows_per_node, 1.0)))
@@ -119,6 +65,7 @@ def _max_expected(rows_per_node: Array) -> Array:
 class _Extractor:
     def __init__(self, graph: ServiceGraph, series: WindowSeries, first: int) -> None:
         self.names = graph.names
+        self.templates = graph.templates
         self.series = series
         self.first = first
         self.last = series.windows - MIN_BASELINE_WINDOWS
@@ -131,20 +78,20 @@ class _Extractor:
     def shift(self, y: Array, w: Array, direction: int, floor: Array | float) -> Shift:
         return mean_shift(y, w, first=self.first, last=self.last, direction=direction, variance_floor=floor)
 
-    def _nodeop_name(self, nodeop: int) -> str:
+    def op_name(self, nodeop: int) -> str:
         node, op = self.names.nodes[int(self.node_of[nodeop])], self.names.ops[int(self.op_of[nodeop])]
         return f"{node}:{op}" if op else node
 
     def _edge_name(self, row: int) -> str:
         key = int(self.series.edges.keys[row])
-        return f"{self._nodeop_name(key >> 32)} -> {self.names.nodes[int(self.node_of[key & 0xFFFFFFFF])]}"
+        return f"{self.op_name(key >> 32)} -> {self.names.nodes[int(self.node_of[key & 0xFFFFFFFF])]}"
 
-    def op_label(self, nodeop: Index, prefix: str) -> _Labels:
-        return _Labels(prefix, self.op_of[nodeop], self.names.ops.__getitem__)
+    def op_label(self, nodeop: Index, prefix: str) -> Labels:
+        return Labels(prefix, self.op_of[nodeop], self.names.ops.__getitem__)
 
     def _edge_callers(self) -> tuple[Index, npt.NDArray[np.bool_]]:
         """Per edge row, the ops row of its caller operation, and whether the window has that row."""
-        return _find(self.series.ops.keys, self.series.edges.keys >> 32)
+        return find_sorted(self.series.ops.keys, self.series.edges.keys >> 32)
 
     def _client_calls(self) -> tuple[npt.NDArray[np.bool_], Index]:
         """Client calls: node-operations (mask over ops) whose every call has one child, always
@@ -163,23 +110,23 @@ class _Extractor:
 
     # -- service and virtual nodes ---------------------------------------------------------
 
-    def latency_and_errors(self) -> tuple[_Rows, _Rows]:
+    def latency_and_errors(self) -> tuple[Rows, Rows]:
         ops, edges = self.series.ops, self.series.edges
         calls = ops.sums[:, :, OpSum.CALLS]
         virtual_time = self._unpaired_peer_time()
         self_time = ops.sums[:, :, OpSum.DURATION] - ops.sums[:, :, OpSum.CHILD_DURATION] - virtual_time
-        log_self = np.log(np.maximum(_per_window_mean(self_time, calls), LATENCY_FLOOR_S))
+        log_self = np.log(np.maximum(per_window_mean(self_time, calls), LATENCY_FLOOR_S))
         own = ~self.client
         labels = self.op_label(ops.keys[own], "self_time_s")
         rows_latency = [(self.node_of[ops.keys[own]], log_self[own], calls[own], labels)]
         if self.wire_edges.shape[0]:  # a client call's self time is evidence on its callee's network
             wire_calls = edges.sums[self.wire_edges, :, EdgeSum.CALLS]
-            gap = _per_window_mean(edges.sums[self.wire_edges, :, EdgeSum.GAP], wire_calls)
+            gap = per_window_mean(edges.sums[self.wire_edges, :, EdgeSum.GAP], wire_calls)
             log_gap = np.log(np.maximum(gap, LATENCY_FLOOR_S))
             callee = self.node_of[edges.keys[self.wire_edges] & 0xFFFFFFFF]
-            label = _Labels("network_time_s", self.wire_edges, self._edge_name)
+            label = Labels("network_time_s", self.wire_edges, self._edge_name)
             rows_latency.append((self.network_base + callee, log_gap, wire_calls, label))
-        error_rate = _per_window_mean(ops.sums[:, :, OpSum.ERRORS], calls)
+        error_rate = per_window_mean(ops.sums[:, :, OpSum.ERRORS], calls)
         rows_errors = [(self.node_of[ops.keys], error_rate, calls, self.op_label(ops.keys, "error_rate"))]
         # Virtual callees: the client spans' own durations and errors are their evidence.
         callee_node = self.node_of[edges.keys & 0xFFFFFFFF]
@@ -187,21 +134,21 @@ class _Extractor:
         if virtual.any():
             s = edges.sums[virtual]
             peer_calls = s[:, :, EdgeSum.PEER_CALLS]
-            mean = _per_window_mean(s[:, :, EdgeSum.PEER_DURATION], peer_calls)
+            mean = per_window_mean(s[:, :, EdgeSum.PEER_DURATION], peer_calls)
             log_peer = np.log(np.maximum(mean, LATENCY_FLOOR_S))
-            label = _Labels("client_time_s", callee_node[virtual], self.names.nodes.__getitem__)
+            label = Labels("client_time_s", callee_node[virtual], self.names.nodes.__getitem__)
             rows_latency.append((callee_node[virtual], log_peer, peer_calls, label))
-            peer_errors = _per_window_mean(s[:, :, EdgeSum.PEER_ERRORS], peer_calls)
+            peer_errors = per_window_mean(s[:, :, EdgeSum.PEER_ERRORS], peer_calls)
             rows_errors.append((callee_node[virtual], peer_errors, peer_calls, label))
-        latency = self._rows(rows_latency, direction=1, floor=0.05, log_values=True)
+        latency = self.rows(rows_latency, direction=1, floor=0.05, log_values=True)
         # A shift must also be large to count: full weight from a doubling of the mean.
         ratio = np.log(np.maximum(latency.shift.observed, 1e-12) / np.maximum(latency.shift.baseline, 1e-12))
         latency.score = latency.score * np.clip(ratio / np.log(2.0), 0.0, 1.0)
-        errors = self._rows(rows_errors, direction=1, floor=0.01)
+        errors = self.rows(rows_errors, direction=1, floor=0.01)
         shifted = np.flatnonzero(errors.score > 0)  # the count test can only lower a score
         calls_per_window = np.concatenate([part[2] for part in rows_errors])[shifted]
         errors.score[shifted] = np.minimum(
-            errors.score[shifted], _binomial_score(errors.shift, shifted, calls_per_window)
+            errors.score[shifted], binomial_score(errors.shift, shifted, calls_per_window)
         )
         return latency, errors
 
@@ -217,36 +164,36 @@ class _Extractor:
         np.add.at(out, self.edge_caller, s[:, :, EdgeSum.PEER_DURATION] * share)
         return out
 
-    def call_structure(self) -> _Rows:
+    def call_structure(self) -> Rows:
         ops, edges = self.series.ops, self.series.edges
         if edges.keys.shape[0] == 0:
-            return self._rows([], direction=0, floor=0.0)
+            return self.rows([], direction=0, floor=0.0)
         s = edges.sums
         calls = s[:, :, EdgeSum.CALLS] + np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
         caller_op = edges.keys >> 32
         known = self.edge_caller_known
         caller_calls = np.zeros_like(calls)
         caller_calls[known] = ops.sums[self.edge_caller[known], :, OpSum.CALLS]
-        per_call = _per_window_mean(calls, caller_calls)
+        per_call = per_window_mean(calls, caller_calls)
         mean = np.nansum(calls, axis=1) / np.maximum(np.nansum(caller_calls, axis=1), 1.0)
         floor = np.maximum(mean, 0.02)[:, None]  # Poisson: variance of a count per call ~ its mean
-        label = _Labels("calls_per_request", edges.keys & 0xFFFFFFFF, self._nodeop_name)
-        rows = self._rows([(self.node_of[caller_op], per_call, caller_calls, label)], 0, floor)
+        label = Labels("calls_per_request", edges.keys & 0xFFFFFFFF, self.op_name)
+        rows = self.rows([(self.node_of[caller_op], per_call, caller_calls, label)], 0, floor)
         rows.score = np.abs(rows.score)
         return rows
 
-    def _rows(
+    def rows(
         self,
-        parts: list[tuple[Index, Array, Array, _Labels]],
+        parts: list[tuple[Index, Array, Array, Labels]],
         direction: int,
         floor: Array | float,
         log_values: bool = False,
-    ) -> _Rows:
+    ) -> Rows:
         """Shifts of the rows in `parts`; with `log_values` the series are logs and the reported
         baseline and observed levels go back to natural units."""
         if not parts:
             empty = np.zeros(0)
-            return _Rows(np.zeros(0, np.int64), Shift(np.zeros(0, np.int64), empty, empty, empty), [], empty)
+            return Rows(np.zeros(0, np.int64), Shift(np.zeros(0, np.int64), empty, empty, empty), [], empty)
         node = np.concatenate([p[0] for p in parts])
         y = np.concatenate([p[1] for p in parts])
         w = np.concatenate([p[2] for p in parts])
@@ -254,26 +201,26 @@ class _Extractor:
         shift = self.shift(y, w, direction, floor)
         if log_values:
             shift = Shift(shift.onset, np.exp(shift.baseline), np.exp(shift.observed), shift.score)
-        return _Rows(node, shift, labels, shift.score.copy())
+        return Rows(node, shift, labels, shift.score.copy())
 
     # -- section 6 signals -----------------------------------------------------------------
 
-    def signal(self, signal: Signal, direction: int) -> _Rows:
+    def signal(self, signal: Signal, direction: int) -> Rows:
         table = self.series.signals
         mine = (table.keys & 0xFF) == int(signal)
         s = table.sums[mine]
         count = s[:, :, SignalSum.COUNT]
-        mean = _per_window_mean(s[:, :, SignalSum.SUM], count)
+        mean = per_window_mean(s[:, :, SignalSum.SUM], count)
         within = (np.nansum(s[:, :, SignalSum.SUMSQ], axis=1) - np.nansum(mean * s[:, :, SignalSum.SUM], axis=1)) / (
             np.maximum(count.sum(axis=1) - 1.0, 1.0)
         )
         scale = np.nanmean(np.abs(mean), axis=1) if mean.shape[0] else np.zeros(0)
         floor = np.maximum(np.nan_to_num(within), (0.02 * np.nan_to_num(scale)) ** 2 + 1e-18)[:, None]
         nodes = table.keys[mine] >> 8
-        label = _Labels(signal.name.lower(), np.full(nodes.shape[0], -1, np.int64))
-        return self._rows([(nodes, mean, count, label)], direction, floor)
+        label = Labels(signal.name.lower(), np.full(nodes.shape[0], -1, np.int64))
+        return self.rows([(nodes, mean, count, label)], direction, floor)
 
-    def inversion(self) -> _Rows:
+    def inversion(self) -> Rows:
         """Urgent requests' queue time minus ordinary ones', per window, per node."""
         table = self.series.signals
         urgent, ordinary = (
@@ -282,60 +229,32 @@ class _Extractor:
         )
         nodes = np.intersect1d(table.keys[urgent] >> 8, table.keys[ordinary] >> 8)
         if nodes.shape[0] == 0:
-            return self._rows([], 1, 0.0)
+            return self.rows([], 1, 0.0)
         u = table.sums[np.searchsorted(table.keys, (nodes << 8) | Signal.QUEUE_TIME_URGENT)]
         o = table.sums[np.searchsorted(table.keys, (nodes << 8) | Signal.QUEUE_TIME_ORDINARY)]
         nu, no = u[:, :, SignalSum.COUNT], o[:, :, SignalSum.COUNT]
-        difference = _per_window_mean(u[:, :, SignalSum.SUM], nu) - _per_window_mean(o[:, :, SignalSum.SUM], no)
+        difference = per_window_mean(u[:, :, SignalSum.SUM], nu) - per_window_mean(o[:, :, SignalSum.SUM], no)
         with np.errstate(divide="ignore"):
             weight = np.where((nu > 0) & (no > 0), 1.0 / (1.0 / np.maximum(nu, 1) + 1.0 / np.maximum(no, 1)), 0.0)
         var = (o[:, :, SignalSum.SUMSQ].sum(axis=1) / np.maximum(no.sum(axis=1), 1.0)) - (
             o[:, :, SignalSum.SUM].sum(axis=1) / np.maximum(no.sum(axis=1), 1.0)
         ) ** 2
         floor = np.maximum(var, 1e-8)[:, None]
-        label = _Labels("queue_wait_urgent_minus_ordinary_s", np.full(nodes.shape[0], -1, np.int64))
-        return self._rows([(nodes, difference, weight, label)], 1, floor)
+        label = Labels("queue_wait_urgent_minus_ordinary_s", np.full(nodes.shape[0], -1, np.int64))
+        return self.rows([(nodes, difference, weight, label)], 1, floor)
 
 
-def _binomial_score(shift: Shift, rows: Index, weight: Array) -> Array:
-    """How surprising the observed errors of `rows` (with their calls per window, `weight`) are as
-    counts: the mid-p binomial tail of the observed segment's errors at the baseline's rate (with
-    half an error of prior, so a spotless baseline still has a rate), as a standard normal score.
-    The Welch statistic of `mean_shift` floors the variance for all rows alike; a count test stays
-    honest for a handful of calls, where one failure in three would otherwise read as 5 sigma."""
-    onset = shift.onset[rows]
-    total = np.cumsum(np.nan_to_num(weight), axis=1)
-    before = np.take_along_axis(total, np.clip(onset - 1, 0, total.shape[1] - 1)[:, None], axis=1)[:, 0]
-    before = np.where(onset > 0, before, 0.0)
-    after = total[:, -1] - before
-    rate = (np.nan_to_num(shift.baseline[rows]) * before + 0.5) / (before + 1.0)
-    trials = np.rint(after)
-    failures = np.clip(np.rint(np.nan_to_num(shift.observed[rows]) * after), 0.0, trials)
-    log_tail = np.logaddexp(binom.logsf(failures, trials, rate), np.log(0.5) + binom.logpmf(failures, trials, rate))
-    with np.errstate(over="ignore"):
-        return np.where(trials > 0, np.maximum(-ndtri_exp(np.minimum(log_tail, 0.0)), 0.0), 0.0)
-
-
-def _gate(rows: _Rows, healthy: float, faulty: float) -> None:
+def _gate(rows: Rows, healthy: float, faulty: float) -> None:
     """Scales scores by where the observed level sits between the contract's `healthy` level
     (0) and its `faulty` one (1); a decrease (`healthy > faulty`) scores as a positive shift."""
     share = np.clip((rows.shift.observed - healthy) / (faulty - healthy), 0.0, 1.0)
     rows.score = np.abs(rows.score) * share * (rows.score * np.sign(faulty - healthy) > 0)
 
 
-def _merge(a: _Rows, b: _Rows) -> _Rows:
-    shift = Shift(
-        np.concatenate([a.shift.onset, b.shift.onset]),
-        np.concatenate([a.shift.baseline, b.shift.baseline]),
-        np.concatenate([a.shift.observed, b.shift.observed]),
-        np.concatenate([a.shift.score, b.shift.score]),
-    )
-    return _Rows(np.concatenate([a.node, b.node]), shift, [*a.labels, *b.labels], np.concatenate([a.score, b.score]))
-
-
-def _class_rows(x: _Extractor) -> dict[Fault, tuple[_Rows, bool]]:
+def _class_rows(x: _Extractor) -> dict[Fault, tuple[Rows, bool]]:
     """Rows per fault class, and whether the class gets the multiple-testing allowance."""
     latency, errors = x.latency_and_errors()
+    logs = log_rows(x, x.series.logs, x.series.log_ops, x.names.nodes.__getitem__, x.templates.text)
     bandwidth = x.signal(Signal.GPU_DRAM_UTILIZATION, 1)
     _gate(bandwidth, 0.75, 0.9)
     allocation = x.signal(Signal.KV_BLOCK_ALLOCATION_RATE, -1)
@@ -352,13 +271,13 @@ def _class_rows(x: _Extractor) -> dict[Fault, tuple[_Rows, bool]]:
     _gate(remote, 0.1, 0.15)
     return {
         Fault.LATENCY: (latency, True),
-        Fault.ERRORS: (errors, True),
-        Fault.CALL_STRUCTURE: (x.call_structure(), True),
+        Fault.ERRORS: (merge_rows(errors, logs.errors), True),
+        Fault.CALL_STRUCTURE: (merge_rows(x.call_structure(), logs.call_structure), True),
         Fault.GPU_MEMORY_BANDWIDTH: (bandwidth, False),
-        Fault.KV_CACHE_FRAGMENTATION: (_merge(allocation, block), False),
+        Fault.KV_CACHE_FRAGMENTATION: (merge_rows(allocation, block), False),
         Fault.SCHEDULER_PRIORITY_INVERSION: (inversion, False),
-        Fault.NCCL_COMMUNICATION: (_merge(collective, p2p), False),
-        Fault.NUMA_MISMATCH: (_merge(mismatch, remote), False),
+        Fault.NCCL_COMMUNICATION: (merge_rows(collective, p2p), False),
+        Fault.NUMA_MISMATCH: (merge_rows(mismatch, remote), False),
     }
 
 
@@ -398,7 +317,7 @@ def extract_evidence(
     onset = np.full((n, N_FAULTS), -1, np.int64)
     labels = [[""] * N_FAULTS for _ in range(n)]
     for fault, (r, allowance) in rows.items():
-        row_node, known = _find(present, r.node)
+        row_node, known = find_sorted(present, r.node)
         inside = np.flatnonzero(known)
         if inside.shape[0] == 0:
             continue
@@ -424,7 +343,7 @@ def extract_evidence(
     graph_node = np.where(network, present - base, present)  # a network node's callee
     owners = np.asarray([names.owners[int(i)] for i in graph_node.tolist()], np.int64)
     owners[network] = graph_node[network]
-    owner_row, known = _find(present, owners)
+    owner_row, known = find_sorted(present, owners)
     owner_row = np.where(known, owner_row, np.arange(n))
     return NodeEvidence(
         nodes=tuple(

@@ -20,6 +20,7 @@ from numba import njit
 
 PARAM = "<*>"
 _QUOTED = (re.compile(r'"[^"\n]*"'), re.compile(r"'[^'\n]*'"))
+_PARAM_RUN = re.compile(r"<\*>(?:[,;\s]*<\*>)+")  # a list of any length is one parameter
 _NEWLINES = str.maketrans({"\n": " ", "\r": " "})
 # Tokens are split at whitespace and at these; '.', ':', '-' and '_' stay inside tokens, so that
 # an address, a time, a version or a UUID is one token.
@@ -70,7 +71,8 @@ def mask_bodies(bodies: Sequence[str], max_chars: int) -> list[str]:
     for pattern in _QUOTED:
         text = pattern.sub('"<*>"', text)
     raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)
-    return _mask_tokens(raw, _DELIMITERS, _PARAM_BYTES).tobytes().decode("utf-8", "surrogatepass").split("\n")
+    masked = _mask_tokens(raw, _DELIMITERS, _PARAM_BYTES).tobytes().decode("utf-8", "surrogatepass")
+    return _PARAM_RUN.sub(PARAM, masked).split("\n")
 
 
 class TemplateMiner:
@@ -133,4 +135,10 @@ class TemplateMiner:
         return self._texts.get(template, f"#{template}")
 
     def __len__(self) -> int:
+        """Templates Drain holds now."""
         return len(self._drain.id_to_cluster)
+
+    @property
+    def cached(self) -> int:
+        """Masked bodies the cache holds now."""
+        return len(self._cache)

@@ -1,8 +1,11 @@
-"""The Nezha fault-injection traces (FSE 2023) as `SpanBatch`es, read in place.
+"""The Nezha fault-injection traces (FSE 2023) as `SpanBatch`es and their logs as `LogBatch`es,
+read in place.
 
 `root` is always the shared datasets folder, the one holding `nezha-dev/`; see its README.
 Nezha spans carry no kind, status or attributes, so batches have kind 0, no errors and no
-signals.
+signals. Log lines are read as a Collector's filelog receiver with a container and a regex
+parser would hand them on: the container's JSON line unwrapped, the leading clock time dropped,
+the level word as severity text, the rest as body, the trace and span ids from their columns.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -18,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from rca.logs import LogBatch, infer_severity
 from rca.spans import N_SIGNALS, SpanBatch
 
 NEZHA = "nezha-dev"
@@ -33,6 +38,8 @@ COLUMNS = (
     "EndTimeUnixNano",
     "Duration",
 )
+LOG_COLUMNS = ("Timestamp", "TimeUnixNano", "Node", "PodName", "Container", "TraceID", "SpanID", "Log")
+_LOG_LINE = re.compile(r"^\s*\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\s+(?P<level>[A-Z]+)\s+(?P<body>.*)$", re.DOTALL)
 ROOT_PARENT = "root"
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -55,6 +62,7 @@ class NezhaCase:
     fault_type: str
     trace_files: tuple[Path, ...]  # the minute files present, in minute order
     day: str
+    log_files: tuple[Path, ...] = ()  # the log minute files present (Train Ticket only), in minute order
 
 
 def _utc_ns(wallclock: str) -> int:
@@ -68,6 +76,7 @@ def _case(entry: dict[str, object], base: Path) -> NezhaCase:
     assert isinstance(files, list) and isinstance(minutes, list)
     day = Path(str(files[0])).parts[1]  # "rca_data/<day>/trace/..."
     paths = (base / day / "trace" / f"{minute}_trace.csv.gz" for minute in minutes)
+    logs = (base / day / "log" / f"{minute}_log.csv.gz" for minute in minutes)
     return NezhaCase(
         case_id=str(entry["case_id"]),
         system=str(entry["system"]),
@@ -77,6 +86,7 @@ def _case(entry: dict[str, object], base: Path) -> NezhaCase:
         fault_type=str(entry["fault_type"]),
         trace_files=tuple(path for path in paths if path.exists()),
         day=day,
+        log_files=tuple(path for path in logs if path.exists()),
     )
 
 
@@ -238,6 +248,62 @@ def shift_batch(batch: SpanBatch, offset_ns: int, id_salt: int) -> SpanBatch:
     )
 
 
+def shift_logs(batch: LogBatch, offset_ns: int, id_salt: int) -> LogBatch:
+    """The log records moved and re-keyed exactly as `shift_batch` moves their spans, so that
+    they still join; records without ids keep none."""
+    span_mask, trace_high, trace_low = _splitmix64(id_salt, 3)
+    trace = _remap_trace(batch.trace_id, [trace_high, trace_low])
+    trace[~batch.trace_id.any(axis=1)] = 0
+    return replace(
+        batch, trace_id=trace, span_id=_remap(batch.span_id, span_mask), time_ns=batch.time_ns + offset_ns
+    )
+
+
+def _log_line(raw: str) -> tuple[str, str]:
+    """(level, body) of a container's JSON log line."""
+    try:
+        line = json.loads(raw).get("log", raw)
+    except (ValueError, AttributeError):
+        line = raw
+    line = str(line).rstrip("\n")
+    match = _LOG_LINE.match(line)
+    return (match["level"], match["body"]) if match else ("", line)
+
+
+def read_log_csv(path: Path) -> LogBatch:
+    """One gzipped Nezha log minute file as a `LogBatch`, rows in file order."""
+    with gzip.open(path, "rt", newline="") as text:
+        reader = csv.reader(text)
+        header = next(reader, None)
+        if header is None or tuple(header) != LOG_COLUMNS:
+            raise ValueError(f"{path}: not a Nezha log file (header {header})")
+        rows = list(reader)
+    if not rows:
+        return LogBatch.empty()
+    if any(len(row) < len(LOG_COLUMNS) for row in rows):
+        raise ValueError(f"{path}: a row has fewer than {len(LOG_COLUMNS)} fields")
+    # A few source rows carry a second, interleaved write after the log line: its first fields stand.
+    _, time_ns, _, pod, _, trace, span, raw = zip(*(row[: len(LOG_COLUMNS)] for row in rows), strict=True)
+    services: dict[str, int] = {}
+    pod_code = {name: services.setdefault(service_of(name), len(services)) for name in dict.fromkeys(pod)}
+    levels, bodies = zip(*map(_log_line, raw), strict=True)
+    n = len(rows)
+    return LogBatch(
+        time_ns=np.array(list(map(int, time_ns)), np.int64),
+        service=np.array([pod_code[name] for name in pod], np.int32),
+        trace_id=_hex_ids([t or "0" * 32 for t in trace], 32, path),
+        span_id=_hex_ids([t or "0" * 16 for t in span], 16, path).reshape(n),
+        severity=infer_severity(np.zeros(n, np.int64), levels, bodies),
+        body=tuple(bodies),
+        strings=tuple(services),
+    )
+
+
+def _log_file(trace_file: Path) -> Path:
+    """The log minute file beside a trace minute file."""
+    return trace_file.parent.parent / "log" / trace_file.name.replace("_trace.csv.gz", "_log.csv.gz")
+
+
 def _without_repeats(batches: list[SpanBatch]) -> list[SpanBatch]:
     """Each batch less the spans an earlier one already holds: consecutive Nezha minute files
     overlap by about a second and repeat those rows verbatim."""
@@ -249,20 +315,52 @@ def _without_repeats(batches: list[SpanBatch]) -> list[SpanBatch]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class CaseTelemetry:
+    """A case's spans and log records, baseline replays first, on one clock and one id space."""
+
+    spans: list[SpanBatch]
+    logs: list[LogBatch]
+
+
 def case_batches(case: NezhaCase, root: Path, baseline_minutes: int) -> list[SpanBatch]:
+    """The spans of `case_telemetry`."""
+    return case_telemetry(case, root, baseline_minutes, logs=False).spans
+
+
+def case_telemetry(case: NezhaCase, root: Path, baseline_minutes: int, *, logs: bool = True) -> CaseTelemetry:
     """`baseline_minutes` replays of the system's normal minute files (cycled, fresh ids per
     copy), packed back to back to end just before the case's first span, then the case's own
-    minute files without the spans repeated between neighbouring files. Raises ValueError if
-    a baseline is asked for but none exists."""
+    minute files without the spans repeated between neighbouring files. With `logs`, each
+    replayed minute's log records are shifted and re-keyed like its spans, and the case's own
+    log minute files follow (rows repeated between files dropped). Raises ValueError if a
+    baseline is asked for but none exists."""
     minutes = _without_repeats([read_trace_csv(path) for path in case.trace_files])
-    normals = [read_trace_csv(path) for path in normal_minutes(root, case.system)]
+    normal_files = normal_minutes(root, case.system)
+    normals = [read_trace_csv(path) for path in normal_files]
     if baseline_minutes > 0 and not normals:
         raise ValueError(f"no normal minutes for {case.system} under {root}")
     cursor = min(int(batch.start_ns.min()) for batch in minutes if len(batch))
-    baseline = []
+    baseline, baseline_logs = [], []
     for copy in reversed(range(baseline_minutes)):
         normal = normals[copy % len(normals)]
-        shifted = shift_batch(normal, cursor - 1 - int(normal.end_ns.max()), copy + 1)
+        offset = cursor - 1 - int(normal.end_ns.max())
+        shifted = shift_batch(normal, offset, copy + 1)
         cursor = int(shifted.start_ns.min())
         baseline.append(shifted)
-    return [*reversed(baseline), *minutes]
+        log_file = _log_file(normal_files[copy % len(normals)])
+        if logs and log_file.exists():
+            baseline_logs.append(shift_logs(read_log_csv(log_file), offset, copy + 1))
+    own_logs = _logs_without_repeats([read_log_csv(path) for path in case.log_files]) if logs else []
+    return CaseTelemetry([*reversed(baseline), *minutes], [*reversed(baseline_logs), *own_logs])
+
+
+def _logs_without_repeats(batches: list[LogBatch]) -> list[LogBatch]:
+    """Each batch less the records an earlier one already holds (same time, span and body)."""
+    seen: set[tuple[int, int, str]] = set()
+    out = []
+    for batch in batches:
+        keys = list(zip(batch.time_ns.tolist(), batch.span_id.tolist(), batch.body, strict=True))
+        out.append(batch.select(np.array([key not in seen for key in keys], np.bool_)))
+        seen.update(keys)
+    return out

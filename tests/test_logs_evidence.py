@@ -1,0 +1,167 @@
+"""Log records in the graph and as evidence: templates, joins to spans, and the `log.` rows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rca.builder import SpanBatchBuilder
+from rca.evidence import F, NodeEvidence, extract_evidence
+from rca.graph import ServiceGraph
+from rca.logs import SEVERITY_ERROR, LogBatch, infer_severity, log_service
+from rca.logtemplates import TemplateMiner, mask_bodies
+from rca.ranking import Fault
+from rca.series import window_series
+from tests.spanfactory import T0, sid, tid
+
+WINDOW_NS = 10 * 10**9
+WINDOWS = 30
+FAULTY_FROM = 24
+CALLS = 12  # per window and service
+
+
+def _logs(rows: list[tuple[int, str, int, int, str]]) -> LogBatch:
+    """Records given as (time ns, service, span id or 0, severity number, body)."""
+    services = list(dict.fromkeys(r[1] for r in rows))
+    return LogBatch(
+        time_ns=np.array([r[0] for r in rows], np.int64),
+        service=np.array([services.index(r[1]) for r in rows], np.int32),
+        trace_id=np.array([[0, 1] if r[2] else [0, 0] for r in rows], np.uint64).reshape(-1, 2),
+        span_id=np.array([r[2] for r in rows], np.uint64),
+        severity=np.array([r[3] for r in rows], np.int8),
+        body=tuple(r[4] for r in rows),
+        strings=tuple(services),
+    )
+
+
+def _case(fault: str | None, logs: bool = True) -> tuple[ServiceGraph, NodeEvidence]:
+    """`frontend` calls `cart` and `shipping` on every request; each service logs two lines per
+    call. From `FAULTY_FROM` on, `fault` changes what `cart` logs: "return" stops writing its
+    second line (an early return), "exception" writes an ERROR line with a stack trace instead."""
+    spans = SpanBatchBuilder()
+    rows: list[tuple[int, str, int, int, str]] = []
+    span = 1
+    for window in range(WINDOWS):
+        faulty = fault is not None and window >= FAULTY_FROM
+        for k in range(CALLS):
+            start = T0 + window * WINDOW_NS + k * (WINDOW_NS // CALLS)
+            root, span = span, span + 1
+            spans.add(tid(root), sid(root), b"", "frontend", "GET /cart", 2, start, start + 4 * 10**6, False, {}, {})
+            rows.append((start + 1, "frontend", root, 9, f"handling request {root} from 10.0.0.{k}"))
+            for callee in ("cart", "shipping"):
+                child, span = span, span + 1
+                spans.add(
+                    tid(root), sid(child), sid(root), callee, "get", 2, start + 10**6, start + 2 * 10**6, False, {}, {}
+                )
+                rows.append(
+                    (start + 10**6 + 1, callee, child, 9, f"{callee}: loading items for user u{k} (id={child})")
+                )
+                if callee == "cart" and faulty and fault == "exception":
+                    trace = "java.lang.IllegalStateException: cart broken\n\tat c.Cart.load(Cart.java:57)"
+                    rows.append((start + 10**6 + 2, callee, child, SEVERITY_ERROR, trace))
+                elif not (callee == "cart" and faulty and fault == "return"):
+                    rows.append((start + 10**6 + 2, callee, child, 9, f"{callee}: returned {k + 3} items in {k}.5 ms"))
+    graph = ServiceGraph(retention_seconds=3600.0)
+    graph.add(spans.build().batch)
+    if logs:
+        graph.add_logs(_logs(rows))
+    end = T0 + WINDOWS * WINDOW_NS
+    return graph, extract_evidence(graph, start_ns=end - 300 * 10**9, end_ns=end)
+
+
+def test_masking_keeps_code_locations_and_masks_what_varies() -> None:
+    masked = mask_bodies(
+        [
+            "t.s.TravelServiceImpl#532 TraceID: ffc8ca7e4c8f06c7 route f3d4d4ef-693b-4456-8eed-59c0d717dd08",
+            "user 42 from 10.0.0.1:8080 at 2023-01-29T08:42:22.383Z took 3.5 ms name='bob' ids=[1, 2, 3]",
+            "two\nlines",
+        ],
+        max_chars=2048,
+    )
+    assert masked == [
+        "t.s.TravelServiceImpl#532 TraceID: <*> route <*>",
+        'user <*> from <*> at <*> took <*> ms name="<*>" ids=[<*>]',
+        "two lines",
+    ]
+
+
+def test_templates_are_stable_and_bounded() -> None:
+    miner = TemplateMiner(max_templates=50, cache_size=100)
+    first = miner.ids([f"user {i} logged in" for i in range(10)])
+    assert len(set(first.tolist())) == 1
+    assert miner.text(int(first[0])) == "user <*> logged in"
+    again = miner.ids(["user 99 logged in"])
+    assert again.tolist() == first[:1].tolist()
+    miner.ids(
+        [
+            f"distinct{'x' * (i % 7)} template number {i} {'y' * (i % 11)} {chr(65 + i % 26) * (i % 5 + 1)}"
+            for i in range(3000)
+        ]
+    )
+    assert len(miner) <= 50
+    assert miner.cached <= 100
+
+
+def test_severity_from_number_text_or_body() -> None:
+    got = infer_severity(
+        np.array([17, 0, 0, 0, 0]),
+        ["", "warning", "", "", ""],
+        ["x", "x", "Exception in thread", "all fine", "ERROR x"],
+    )
+    assert got.tolist() == [17, 13, 17, 9, 17]
+
+
+def test_log_service_falls_back_to_deployment_then_pod() -> None:
+    assert log_service({"service.name": "cart", "k8s.pod.name": "x-7d9f8b6c5d-x2x4z"}) == "cart"
+    assert log_service({"k8s.deployment.name": "cart"}) == "cart"
+    assert log_service({"k8s.pod.name": "checkout-7d9f8b6c5d-x2x4z"}) == "checkout"
+    assert log_service({}) == "unknown_service"
+
+
+def test_records_count_per_node_at_once_and_per_operation_once_their_span_arrives() -> None:
+    graph = ServiceGraph(retention_seconds=3600.0)
+    graph.add_logs(_logs([(T0 + 5, "cart", 2, 9, "loaded 3 items"), (T0 + 6, "logger-only", 0, 17, "disk 91% full")]))
+    series = window_series(graph, 0, T0, T0 + WINDOW_NS)
+    assert series.logs.sums[:, :, 0].sum() == 2  # both records are visible before their span exists
+    assert series.log_ops.keys.shape[0] == 0
+    spans = SpanBatchBuilder()
+    spans.add(tid(1), sid(2), b"", "cart", "get", 2, T0, T0 + 10**6, False, {}, {})
+    graph.add(spans.build().batch)
+    series = window_series(graph, 0, T0, T0 + WINDOW_NS)
+    nodeop = int(series.log_ops.keys[0] >> 32)
+    assert graph.names.nodes[int(graph.names.nodeop_node[nodeop])] == "cart"
+    assert graph.names.ops[int(graph.names.nodeop_op[nodeop])] == "get"
+    assert "logger-only" in graph.names.node_ids  # a service that only logs is a node
+    counts = graph.counts()
+    assert (counts.log_records, counts.log_templates) == (2, 2)
+
+
+def test_an_early_return_shows_as_a_vanished_template_of_the_root() -> None:
+    _, evidence = _case("return")
+    i, j = evidence.index("cart"), F[Fault.CALL_STRUCTURE]
+    assert evidence.signal[i][j].startswith("log.template_vanished:cart:get: cart: returned <*> items")
+    assert evidence.score[i, j] > 3.0
+    assert evidence.observed[i, j] == 0.0
+    assert np.nan_to_num(evidence.score[evidence.index("shipping"), j]) < 1.0
+
+
+def test_an_exception_shows_as_a_new_error_template_and_error_rate() -> None:
+    _, evidence = _case("exception")
+    i, j = evidence.index("cart"), F[Fault.ERRORS]
+    assert evidence.signal[i][j].startswith("log.")
+    assert evidence.score[i, j] > 3.0
+    assert np.nan_to_num(evidence.score[evidence.index("shipping"), j]) < 1.0
+
+
+def test_healthy_logs_add_no_evidence() -> None:
+    _, evidence = _case(None)
+    for j in (F[Fault.ERRORS], F[Fault.CALL_STRUCTURE]):
+        assert np.nan_to_num(evidence.score[:, j]).max() < 1.0
+
+
+def test_without_logs_the_evidence_is_what_spans_alone_give() -> None:
+    _, with_logs = _case("return")
+    _, spans_only = _case("return", logs=False)
+    assert with_logs.nodes == spans_only.nodes
+    latency = F[Fault.LATENCY]
+    assert np.array_equal(with_logs.score[:, latency], spans_only.score[:, latency], equal_nan=True)
+    assert not any(s[F[Fault.CALL_STRUCTURE]].startswith("log.") for s in spans_only.signal)
