@@ -2,9 +2,10 @@
 
 Latencies are histograms observed as the work happens (decode at the receivers' `SpanSink`,
 inference where the incident service ranks); everything else is read from the core objects
-at scrape time, so nothing is counted twice: the sink's span and request counts, the ingest
-queue depth, the graph's pending/orphaned/late spans, incidents by status, and the posterior
-of the open incidents' top causes with a health gauge per service.
+at scrape time, so nothing is counted twice: the sink's span, log record and request counts,
+the ingest queue depth, the graph's pending/orphaned/late spans, its log records and templates,
+incidents by status, and the posterior of the open incidents' top causes with a health gauge
+per service.
 """
 
 from __future__ import annotations
@@ -89,8 +90,18 @@ class _StateCollector:
         yield _by_reason(
             "rca_otlp_requests_refused", "Whole OTLP export requests refused before decoding.", counts.requests_refused
         )
+        logs = self.sink.log_counts()
+        yield CounterMetricFamily(
+            "rca_log_records_received", "Log records accepted by the OTLP receivers.", value=logs.received
+        )
+        yield _by_reason(
+            "rca_log_records_rejected", "Log records refused one by one (OTLP partial success).", logs.rejected
+        )
+        yield _by_reason(
+            "rca_log_records_dropped", "Accepted log records not kept (the client was told to retry).", logs.dropped
+        )
         yield GaugeMetricFamily(
-            "rca_ingest_queue_depth", "Span batches waiting for the graph writer.", self.ingestor.depth
+            "rca_ingest_queue_depth", "Span and log batches waiting for the graph writer.", self.ingestor.depth
         )
 
     @staticmethod
@@ -103,6 +114,15 @@ class _StateCollector:
         yield CounterMetricFamily(
             "rca_graph_late_spans", "Spans older than the retention when they arrived.", value=counts.outside_retention
         )
+        yield CounterMetricFamily(
+            "rca_graph_log_records", "Log records added to the service graph.", value=counts.log_records
+        )
+        yield CounterMetricFamily(
+            "rca_graph_late_log_records",
+            "Log records older than the retention when they arrived.",
+            value=counts.logs_outside_retention,
+        )
+        yield GaugeMetricFamily("rca_log_templates", "Log templates the template miner holds.", counts.log_templates)
 
     @staticmethod
     def _incidents(store: IncidentStore, services: list[str]) -> Iterator[Metric]:
@@ -142,7 +162,7 @@ class ServiceMetrics:
         self.registry = CollectorRegistry()
         self.decode_seconds = Histogram(
             "rca_otlp_decode_seconds",
-            "Time from admitting an OTLP export request to its spans decoded (gunzip included).",
+            "Time from admitting an OTLP export request to its spans or log records decoded (gunzip included).",
             buckets=DECODE_BUCKETS,
             registry=self.registry,
         )

@@ -1,8 +1,9 @@
 """`rca bench`: methods side by side on the same cases, through the real service path.
 
-rca's Bayesian ranker is measured end to end: each case's spans go to a live `rca serve` over
-OTLP/gRPC up to a minute past its first alert, its Alertmanager webhooks are POSTed, and the
-ranking is read from `GET /incidents/{id}/causes`. The peers rank the same spans in process.
+rca's Bayesian ranker is measured end to end: each case's spans, then its log records (unless
+the signals are `traces` only), go to a live `rca serve` over OTLP/gRPC up to a minute past its
+first alert, its Alertmanager webhooks are POSTed, and the ranking is read from
+`GET /incidents/{id}/causes`. The peers rank the same spans in process, without the logs.
 Metrics follow RCAEval: AC@k is the share of cases whose root-cause service is among the top k
 (ranked services, duplicates dropped), Avg@5 the mean of AC@1..5; fault@1 is the share whose
 top cause has the true fault class (simulated cases only).
@@ -28,10 +29,12 @@ from benchmarks.cases import SUITES, BenchCase, suite_cases
 from benchmarks.peers import pagerank_ranking, threshold_ranking
 from benchmarks.rcaeval_peers import GRAPH_PEERS, SPAN_PEERS, prepare
 from benchmarks.serve_process import launch
-from ingest.otlp_encode import encode_batch
+from ingest.otlp_encode import encode_batch, encode_log_batch
 from rca.graph import ServiceGraph
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+EXPORT_LOGS = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+SIGNALS = ("traces+logs", "traces")  # what rca is sent; the first is the default
 REPLAY_PAST_ALERT_NS = 60 * 1_000_000_000
 LOOKBACK_NS = 300 * 1_000_000_000
 START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
@@ -84,8 +87,9 @@ def _get(url: str) -> Any:
         return json.load(response)
 
 
-def _replay(export: Callable[..., bytes], case: BenchCase) -> ServiceGraph:
-    """Sends the case's spans up to the cut over gRPC; returns the same spans as a local graph."""
+def _replay(export: Callable[..., bytes], export_logs: Callable[..., bytes], case: BenchCase) -> ServiceGraph:
+    """Sends the case's spans, then its log records, up to the cut over gRPC; returns the same
+    spans as a local graph."""
     cut = case.alert_ns + REPLAY_PAST_ALERT_NS
     local = ServiceGraph(retention_seconds=3600.0)
     for batch in case.batches:
@@ -93,6 +97,9 @@ def _replay(export: Callable[..., bytes], case: BenchCase) -> ServiceGraph:
         local.add(part)
         for message in encode_batch(part, max_spans=4096):
             export(message, timeout=30)
+    for logs in case.logs:
+        for message in encode_log_batch(logs.select(logs.time_ns < cut), max_records=4096):
+            export_logs(message, timeout=30)
     return local
 
 
@@ -111,12 +118,15 @@ def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, fl
 
 
 def run_suite(
-    suite: str, methods: Sequence[str], progress: bool = True
+    suite: str, methods: Sequence[str], progress: bool = True, signals: str = SIGNALS[0]
 ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
-    """Runs the suite; returns the contract's report, the per fault type breakdown and, per case,
-    where each method placed the truth and what it put first."""
+    """Runs the suite, sending rca the `signals` (`SIGNALS`); returns the contract's report (with
+    the signals), the per fault type breakdown and, per case, where each method placed the truth
+    and what it put first."""
     if suite not in SUITES:
         raise ValueError(f"unknown suite {suite!r}; one of {', '.join(SUITES)}")
+    if signals not in SIGNALS:
+        raise ValueError(f"unknown signals {signals!r}; one of {', '.join(SIGNALS)}")
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(sorted(unknown))}; known: {', '.join(METHODS)}")
@@ -129,11 +139,13 @@ def run_suite(
     per_case: list[dict[str, Any]] = []
     try:
         with grpc.insecure_channel(listening["otlp_grpc"]) as channel:
-            export = channel.unary_unary(EXPORT)
+            export, export_logs = channel.unary_unary(EXPORT), channel.unary_unary(EXPORT_LOGS)
             api = f"http://{listening['http']}"
-            for case in tqdm(suite_cases(suite, START_NS), desc=f"bench {suite}", disable=not progress, unit="case"):
+            with_logs = signals == "traces+logs"
+            replayed = suite_cases(suite, START_NS, logs=with_logs)
+            for case in tqdm(replayed, desc=f"bench {suite}", disable=not progress, unit="case"):
                 cases += 1
-                local = _replay(export, case)
+                local = _replay(export, export_logs, case)
                 start, end = case.alert_ns - LOOKBACK_NS, case.alert_ns + REPLAY_PAST_ALERT_NS
                 rank: dict[str, int | None] = {}
                 top: dict[str, str | None] = {}
@@ -162,7 +174,7 @@ def run_suite(
     finally:
         server.terminate()
         server.wait(timeout=30)
-    report = {"suite": suite, "cases": cases, "methods": {m: scores[m].summary() for m in methods}}
+    report = {"suite": suite, "signals": signals, "cases": cases, "methods": {m: scores[m].summary() for m in methods}}
     breakdown = {f"{m}/{t}": s.summary() | {"cases": len(s.positions)} for (m, t), s in sorted(by_type.items())}
     return report, breakdown, per_case
 
@@ -179,7 +191,7 @@ def _misses(per_case: list[dict[str, Any]]) -> list[str]:
 
 def _table(report: dict[str, Any], breakdown: dict[str, Any]) -> str:
     lines = [
-        f"suite {report['suite']}: {report['cases']} cases",
+        f"suite {report['suite']} ({report['signals']}): {report['cases']} cases",
         "",
         "| method | AC@1 | AC@3 | Avg@5 | fault@1 | s/case |",
     ]
@@ -198,9 +210,11 @@ def _table(report: dict[str, Any], breakdown: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_accuracy_benchmark(suite: str, methods: Sequence[str], report_path: str | None, plot_path: str | None) -> int:
+def run_accuracy_benchmark(
+    suite: str, methods: Sequence[str], report_path: str | None, plot_path: str | None, signals: str = SIGNALS[0]
+) -> int:
     try:
-        report, breakdown, per_case = run_suite(suite, methods, progress=sys.stderr.isatty())
+        report, breakdown, per_case = run_suite(suite, methods, progress=sys.stderr.isatty(), signals=signals)
     except (ValueError, FileNotFoundError) as exc:
         print(f"rca bench: {exc}", file=sys.stderr)
         return 2

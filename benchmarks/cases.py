@@ -1,7 +1,8 @@
 """Benchmark cases: simulated scenarios and the Nezha dev cases, laid one after another in event time.
 
 Every case is moved to its own stretch of event time (an hour apart, beyond the graph's
-retention), so one `rca serve` replays a whole suite as live traffic would arrive.
+retention), so one `rca serve` replays a whole suite as live traffic would arrive. A case carries
+its spans and its log records, moved together so that records still join their spans.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rca.datasets.nezha import case_batches, default_root, load_cases, shift_batch
+from rca.datasets.nezha import case_telemetry, default_root, load_cases, shift_batch, shift_logs
+from rca.logs import LogBatch
 from rca.simulation import SCENARIOS, simulate
 from rca.spans import SpanBatch
 
@@ -30,6 +32,7 @@ class BenchCase:
     truth_service: str
     truth_fault: str | None  # a FAULT name; None where the source uses another vocabulary
     batches: tuple[SpanBatch, ...]
+    logs: tuple[LogBatch, ...]  # empty where the case is run on traces only
     webhooks: tuple[dict[str, object], ...]
     alert_ns: int  # the first alert's startsAt
     alert_services: tuple[str, ...]
@@ -71,7 +74,9 @@ def nezha_webhook(case_id: str, service: str, starts_ns: int, ends_ns: int | Non
     }
 
 
-def simulated_cases(scenarios: tuple[str, ...], seeds: tuple[int, ...], start_ns: int) -> Iterator[BenchCase]:
+def simulated_cases(
+    scenarios: tuple[str, ...], seeds: tuple[int, ...], start_ns: int, logs: bool = True
+) -> Iterator[BenchCase]:
     cursor = start_ns
     for seed in seeds:
         for scenario in scenarios:
@@ -87,6 +92,7 @@ def simulated_cases(scenarios: tuple[str, ...], seeds: tuple[int, ...], start_ns
                 truth.service,
                 truth.fault,
                 case.batches,
+                case.logs if logs else (),
                 firing,
                 alert_ns,
                 truth.alert_services,
@@ -100,13 +106,14 @@ def _alerts(webhook: dict[str, object]) -> list[dict[str, object]]:
     return [a for a in alerts if isinstance(a, dict)] if isinstance(alerts, list) else []
 
 
-def nezha_cases(root: Path, start_ns: int, limit: int | None = None) -> Iterator[BenchCase]:
+def nezha_cases(root: Path, start_ns: int, limit: int | None = None, logs: bool = True) -> Iterator[BenchCase]:
     cursor = start_ns
     for index, case in enumerate(load_cases(root)[:limit]):
-        batches = case_batches(case, root, NEZHA_BASELINE_MINUTES)
-        first = min(int(b.start_ns.min()) for b in batches if len(b))
+        telemetry = case_telemetry(case, root, NEZHA_BASELINE_MINUTES, logs=logs)
+        first = min(int(b.start_ns.min()) for b in telemetry.spans if len(b))
         offset = cursor - first
-        moved = tuple(shift_batch(b, offset, 1000 + index) for b in batches)
+        moved = tuple(shift_batch(b, offset, 1000 + index) for b in telemetry.spans)
+        moved_logs = tuple(shift_logs(b, offset, 1000 + index) for b in telemetry.logs)
         alert_ns = case.inject_ns + offset + NEZHA_ALERT_DELAY_NS
         entry = NEZHA_ENTRY.get(case.system, "frontend")
         yield BenchCase(
@@ -115,6 +122,7 @@ def nezha_cases(root: Path, start_ns: int, limit: int | None = None) -> Iterator
             case.root_cause_service,
             None,
             moved,
+            moved_logs,
             (nezha_webhook(case.case_id, entry, alert_ns),),
             alert_ns,
             (entry,),
@@ -136,21 +144,22 @@ SIM_SCENARIOS = tuple(s for s in SCENARIOS if not s.startswith("mesh1000"))
 SUITES = ("smoke", "sim", "nezha", "full")
 
 
-def suite_cases(suite: str, start_ns: int) -> Iterator[BenchCase]:
-    """The cases of a suite (`SUITES`); Nezha cases only where the shared datasets are present."""
+def suite_cases(suite: str, start_ns: int, logs: bool = True) -> Iterator[BenchCase]:
+    """The cases of a suite (`SUITES`), with their log records unless not `logs`; Nezha cases only
+    where the shared datasets are present."""
     root = default_root()
     has_nezha = (root / "nezha-dev" / "cases.json").exists()
     if suite == "smoke":
-        yield from simulated_cases(SMOKE_SCENARIOS, HELD_OUT_SEEDS[:1], start_ns)
+        yield from simulated_cases(SMOKE_SCENARIOS, HELD_OUT_SEEDS[:1], start_ns, logs)
     elif suite == "sim":
-        yield from simulated_cases(SIM_SCENARIOS, HELD_OUT_SEEDS, start_ns)
+        yield from simulated_cases(SIM_SCENARIOS, HELD_OUT_SEEDS, start_ns, logs)
     elif suite == "nezha":
         if not has_nezha:
             raise FileNotFoundError(f"Nezha dataset absent: expected {root / 'nezha-dev'}")
-        yield from nezha_cases(root, start_ns)
+        yield from nezha_cases(root, start_ns, logs=logs)
     elif suite == "full":
-        yield from simulated_cases(SIM_SCENARIOS, HELD_OUT_SEEDS, start_ns)
+        yield from simulated_cases(SIM_SCENARIOS, HELD_OUT_SEEDS, start_ns, logs)
         if has_nezha:
-            yield from nezha_cases(root, start_ns + 400 * GAP_NS)
+            yield from nezha_cases(root, start_ns + 400 * GAP_NS, logs=logs)
     else:
         raise ValueError(f"unknown suite {suite!r}; one of {', '.join(SUITES)}")

@@ -1,8 +1,8 @@
 """`rca demo`: the whole story on one machine in under a minute (contract section 1).
 
 A simulated LLM-serving cluster with an injected fault (`rca.simulation`) is shifted so that its
-first alert fired a minute ago, its spans up to now go through the real OpenTelemetry SDK and
-OTLP/gRPC exporter into a fresh `rca serve` on free loopback ports, the Alertmanager webhooks
+first alert fired a minute ago, its spans and then its log records up to now go through the real
+OpenTelemetry SDK and OTLP/gRPC exporters into a fresh `rca serve` on free loopback ports, the Alertmanager webhooks
 fired by then are POSTed, and the ranked causes are printed beside the truth with the URL of the
 incident's causal graph.
 """
@@ -55,7 +55,7 @@ def _first_alert_ns(case: SimulatedCase) -> int:
 
 def live_case(scenario: str, seed: int, rate: float) -> tuple[SimulatedCase, int]:
     """The case re-simulated so that its first alert started a minute ago, cut at now: only the
-    spans and firing webhooks that exist by then. Returns it and the cut (event time)."""
+    spans, log records and firing webhooks that exist by then. Returns it and the cut (event time)."""
     from rca.simulation import simulate
 
     probe = simulate(scenario, seed=seed, rate=rate)
@@ -65,9 +65,11 @@ def live_case(scenario: str, seed: int, rate: float) -> tuple[SimulatedCase, int
     sent = [(w, t) for w, t in zip(case.webhooks, case.webhook_times_ns, strict=True) if t <= cut]
     firing = [(w, t) for w, t in sent if w.get("status") == "firing"]
     batches = tuple(b.select(b.start_ns < cut) for b in case.batches)
+    logs = tuple(b.select(b.time_ns < cut) for b in case.logs)
     trimmed = replace(
         case,
         batches=tuple(b for b in batches if len(b)),
+        logs=tuple(b for b in logs if len(b)),
         webhooks=tuple(w for w, _ in firing),
         webhook_times_ns=tuple(t for _, t in firing),
         end_ns=cut,
@@ -133,7 +135,7 @@ def run_demo(
     workdir = tempfile.mkdtemp(prefix="rca-demo-")
     with ThreadPoolExecutor(1) as pool:  # the service starts (seconds: torch, Pyro) while the case is made
         starting = pool.submit(launch, "--db", f"sqlite:///{workdir}/rca.db", "--http", http)
-        from benchmarks.sdk_replay import replay_with_sdk  # imported here to overlap the service's start
+        from benchmarks.sdk_replay import replay_logs_with_sdk, replay_with_sdk  # overlaps the service's start
 
         try:
             case, cut = live_case(scenario, seed, rate)
@@ -156,9 +158,10 @@ def run_demo(
         )
         sent_at = time.monotonic()
         spans = replay_with_sdk(case, listening["otlp_grpc"])
+        records = replay_logs_with_sdk(case, listening["otlp_grpc"])
         print(
-            f"  sent {spans:,} spans ({_clock(case.start_ns)} to {_clock(cut)}) through the OpenTelemetry SDK's"
-            f" OTLP/gRPC exporter in {time.monotonic() - sent_at:.1f} s",
+            f"  sent {spans:,} spans and {records:,} log records ({_clock(case.start_ns)} to {_clock(cut)})"
+            f" through the OpenTelemetry SDK's OTLP/gRPC exporters in {time.monotonic() - sent_at:.1f} s",
             file=out,
         )
         incident_id = None

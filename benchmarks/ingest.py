@@ -1,4 +1,5 @@
-"""`rca bench ingest`: end-to-end OTLP/gRPC spans/s beside the bare parse and bare receiver rates.
+"""`rca bench ingest`: end-to-end OTLP/gRPC spans/s (and log records/s) beside the bare parse and
+bare receiver rates.
 
 All are measured in the same run on the same payload. The client runs in a child process, so the
 receiver under test has the server process to itself, as in production. Two bare grpcio receivers
@@ -6,7 +7,9 @@ serve as references: one that only parses (upb) and one that also extracts span 
 decoder, so that the ratio to the second is the cost of everything rca does after decoding (queue,
 graph, acknowledgement). The bare receivers and rca are measured in alternating rounds and each
 ratio is the median of the rounds' ratios: on a shared machine one pair of measurements moves by a
-third from run to run.
+third from run to run. Log records are measured the same way after the spans, beside a bare receiver
+that parses `ExportLogsServiceRequest` (`benchmarks.log_payload`: 1000 records of ~100 characters per
+request, a few dozen templates).
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import grpc
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from benchmarks.log_payload import RECORDS_PER_REQUEST, TEMPLATES, log_export_requests
 from benchmarks.payload import export_requests
+from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_proto import decode_protobuf
 from rca.config import HostPort, Settings
 
@@ -38,6 +44,35 @@ SPANS_PER_REQUEST = 1024
 REQUESTS = 64
 STEADY_REFRESH_S = 5
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+LOGS_METHOD = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+
+
+def _parse(request: bytes) -> None:
+    ExportTraceServiceRequest().ParseFromString(request)
+
+
+def _parse_logs(request: bytes) -> None:
+    ExportLogsServiceRequest().ParseFromString(request)
+
+
+@dataclass(frozen=True)
+class Load:
+    """What is measured: `requests(count, per_request, start_ns)` of `per_request` records each,
+    sent to the Export `method`, parsed alone by `parse` and decoded by rca's `decode`."""
+
+    method: str
+    per_request: int
+    requests: Callable[[int, int, int], list[bytes]]
+    parse: Callable[[bytes], object]
+    decode: Callable[[bytes], object]
+
+    @property
+    def service(self) -> str:
+        return self.method.split("/")[1]
+
+
+SPANS = Load(METHOD, SPANS_PER_REQUEST, export_requests, _parse, decode_protobuf)
+LOGS = Load(LOGS_METHOD, RECORDS_PER_REQUEST, log_export_requests, _parse_logs, decode_logs_protobuf)
 
 
 @dataclass(frozen=True)
@@ -64,20 +99,20 @@ def _ratios(rates: tuple[float, ...], references: tuple[float, ...]) -> tuple[fl
     return tuple(r / b for r, b in zip(rates, references, strict=True))
 
 
-def _rate(work: Callable[[bytes], object], payloads: list[bytes], seconds: float) -> float:
-    spans = 0
+def _rate(load: Load, work: Callable[[bytes], object], payloads: list[bytes], seconds: float) -> float:
+    records = 0
     deadline = time.perf_counter() + seconds
     start = time.perf_counter()
     while time.perf_counter() < deadline:
         for p in payloads[:8]:
             work(p)
-            spans += SPANS_PER_REQUEST
-    return spans / (time.perf_counter() - start)
+            records += load.per_request
+    return records / (time.perf_counter() - start)
 
 
-def _client(address: str, payloads: list[bytes], seconds: float, in_flight: int, result: mp.Queue) -> None:  # type: ignore[type-arg]
+def _client(load: Load, address: str, payloads: list[bytes], seconds: float, in_flight: int, result: mp.Queue) -> None:  # type: ignore[type-arg]
     channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)])
-    export = channel.unary_unary(METHOD)
+    export = channel.unary_unary(load.method)
     grpc.channel_ready_future(channel).result(timeout=10)
     sent = 0
     pending: list[grpc.Future] = []
@@ -89,28 +124,24 @@ def _client(address: str, payloads: list[bytes], seconds: float, in_flight: int,
             pending.append(export.future(payloads[i % len(payloads)]))
             i += 1
         pending.pop(0).result()
-        sent += SPANS_PER_REQUEST
+        sent += load.per_request
     for f in pending:
         f.result()
-        sent += SPANS_PER_REQUEST
+        sent += load.per_request
     result.put(sent / (time.perf_counter() - start))
 
 
-def _drive(address: str, payloads: list[bytes], seconds: float) -> float:
+def _drive(load: Load, address: str, payloads: list[bytes], seconds: float) -> float:
     ctx = mp.get_context("spawn")
     result: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
-    process = ctx.Process(target=_client, args=(address, payloads, seconds, 4, result))
+    process = ctx.Process(target=_client, args=(load, address, payloads, seconds, 4, result))
     process.start()
     rate: float = result.get(timeout=seconds + 60)
     process.join()
     return rate
 
 
-def _parse(request: bytes) -> None:
-    ExportTraceServiceRequest().ParseFromString(request)
-
-
-def _bare_receiver(payloads: list[bytes], seconds: float, work: Callable[[bytes], object]) -> float:
+def _bare_receiver(load: Load, payloads: list[bytes], seconds: float, work: Callable[[bytes], object]) -> float:
     """A grpcio server with the same options as rca's whose handler only runs `work` on the bytes."""
 
     def export(request: bytes, context: grpc.ServicerContext) -> bytes:
@@ -121,14 +152,13 @@ def _bare_receiver(payloads: list[bytes], seconds: float, work: Callable[[bytes]
         futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.max_receive_message_length", 64 << 20)]
     )
     handler = grpc.method_handlers_generic_handler(
-        "opentelemetry.proto.collector.trace.v1.TraceService",
-        {"Export": grpc.unary_unary_rpc_method_handler(export)},
+        load.service, {"Export": grpc.unary_unary_rpc_method_handler(export)}
     )
     server.add_generic_rpc_handlers((handler,))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        return _drive(f"127.0.0.1:{port}", payloads, seconds)
+        return _drive(load, f"127.0.0.1:{port}", payloads, seconds)
     finally:
         server.stop(0)
 
@@ -155,7 +185,8 @@ def _with_rca(drive: Callable[[str], T], watch: Callable[[Service], None] | None
         watcher = asyncio.create_task(asyncio.to_thread(watch, service)) if watch else None
         results.append(await asyncio.to_thread(drive, listening["otlp_grpc"]))
         counts = service.ingestor.read(lambda g: g.counts())
-        print(f"  graph: {counts.spans:,} spans ingested, {service.graph.nbytes() / 1e6:.1f} MB of window aggregates")
+        ingested = f"{counts.spans:,} spans" if counts.spans else f"{counts.log_records:,} log records"
+        print(f"  graph: {ingested} ingested, {service.graph.nbytes() / 1e6:.1f} MB of window aggregates")
         stop.set()
         if watcher:
             await watcher
@@ -165,8 +196,8 @@ def _with_rca(drive: Callable[[str], T], watch: Callable[[Service], None] | None
     return results[0]
 
 
-def _rca(payloads: list[bytes], seconds: float) -> float:
-    return _with_rca(lambda address: _drive(address, payloads, seconds))
+def _rca(load: Load, payloads: list[bytes], seconds: float) -> float:
+    return _with_rca(lambda address: _drive(load, address, payloads, seconds))
 
 
 def _rss_mb() -> float:
@@ -242,15 +273,15 @@ def run_steady_benchmark(rate: float, seconds: float, every: float = 30.0) -> in
     return 0
 
 
-def measure(seconds: float, rounds: int) -> Rates:
-    payloads = export_requests(REQUESTS, SPANS_PER_REQUEST, time.time_ns() - 120_000_000_000)
-    parse = _rate(_parse, payloads, seconds)
-    extract = _rate(decode_protobuf, payloads, seconds)
+def measure(seconds: float, rounds: int, load: Load = SPANS) -> Rates:
+    payloads = load.requests(REQUESTS, load.per_request, time.time_ns() - 120_000_000_000)
+    parse = _rate(load, load.parse, payloads, seconds)
+    extract = _rate(load, load.decode, payloads, seconds)
     bare, decoding, rca = [], [], []
     for _ in range(rounds):
-        bare.append(_bare_receiver(payloads, seconds, _parse))
-        decoding.append(_bare_receiver(payloads, seconds, decode_protobuf))
-        rca.append(_rca(payloads, seconds))
+        bare.append(_bare_receiver(load, payloads, seconds, load.parse))
+        decoding.append(_bare_receiver(load, payloads, seconds, load.decode))
+        rca.append(_rca(load, payloads, seconds))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return Rates(parse, extract, tuple(bare), tuple(decoding), tuple(rca), rss)
 
@@ -259,19 +290,24 @@ def _median_ratio(ratios: tuple[float, ...]) -> str:
     return f"{statistics.median(ratios):>12.2f}   (median; rounds: {', '.join(f'{x:.2f}' for x in ratios)})"
 
 
-def _rounds(rates: tuple[float, ...]) -> str:
-    return f"{statistics.median(rates):>12,.0f} spans/s   (rounds: {', '.join(f'{r:,.0f}' for r in rates)})"
+def _rounds(rates: tuple[float, ...], unit: str) -> str:
+    return f"{statistics.median(rates):>12,.0f} {unit}   (rounds: {', '.join(f'{r:,.0f}' for r in rates)})"
+
+
+def _table(r: Rates, unit: str) -> None:
+    print(f"{'bare protobuf parse':<40}{r.parse:>12,.0f} {unit}")
+    print(f"{'bare parse + extract (rca)':<40}{r.parse_extract:>12,.0f} {unit}")
+    print(f"{'bare grpcio receiver: parse':<40}{_rounds(r.bare_receiver, unit)}")
+    print(f"{'bare grpcio receiver: parse + extract':<40}{_rounds(r.decoding_receiver, unit)}")
+    print(f"{'rca end to end (gRPC → graph)':<40}{_rounds(r.rca_end_to_end, unit)}")
+    print(f"{'rca / receiver: parse':<40}{_median_ratio(r.ratios)}")
+    print(f"{'rca / receiver: parse + extract':<40}{_median_ratio(r.decoding_ratios)}")
+    print(f"{'peak RSS (all rounds)':<40}{r.peak_rss_mb:>12,.0f} MB")
 
 
 def run_ingest_benchmark(seconds: float, rounds: int) -> int:
     print(f"rca bench ingest: {SPANS_PER_REQUEST} spans/request, {seconds:g}s per measurement, {rounds} rounds")
-    r = measure(seconds, rounds)
-    print(f"{'bare protobuf parse':<40}{r.parse:>12,.0f} spans/s")
-    print(f"{'bare parse + extract (rca)':<40}{r.parse_extract:>12,.0f} spans/s")
-    print(f"{'bare grpcio receiver: parse':<40}{_rounds(r.bare_receiver)}")
-    print(f"{'bare grpcio receiver: parse + extract':<40}{_rounds(r.decoding_receiver)}")
-    print(f"{'rca end to end (gRPC → graph)':<40}{_rounds(r.rca_end_to_end)}")
-    print(f"{'rca / receiver: parse':<40}{_median_ratio(r.ratios)}")
-    print(f"{'rca / receiver: parse + extract':<40}{_median_ratio(r.decoding_ratios)}")
-    print(f"{'peak RSS (all rounds)':<40}{r.peak_rss_mb:>12,.0f} MB")
+    _table(measure(seconds, rounds), "spans/s")
+    print(f"log records: {RECORDS_PER_REQUEST} records/request of ~100 characters from {len(TEMPLATES)} templates")
+    _table(measure(seconds, rounds, LOGS), "records/s")
     return 0

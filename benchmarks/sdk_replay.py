@@ -3,7 +3,9 @@
 Each service gets its own `TracerProvider` (resource: service.name, host.name, NUMA node where
 the case has them) exporting over OTLP/gRPC, as an instrumented process would. Spans keep the
 case's ids, parents, kinds, times, status and attributes: the attributes come from the same
-encoding the trace files use (`ingest.otlp_encode`), so the SDK path and the files agree.
+encoding the trace files use (`ingest.otlp_encode`), so the SDK path and the files agree. Log
+records go through a `LoggerProvider` per service in the same way, inside the span context they
+name, so that they join their spans.
 """
 
 from __future__ import annotations
@@ -13,10 +15,15 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from opentelemetry import trace
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -25,6 +32,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 
 from ingest.otlp_encode import encode_batch
 from ingest.otlp_proto import STATUS_ERROR
+from rca.logs import LogBatch
 from rca.simulation import SimulatedCase
 
 _SCOPE = "rca.simulation"
@@ -125,3 +133,45 @@ def _emit(tracer: trace.Tracer, ids: _PresetIds, span: Span) -> None:
     if span.status.code == STATUS_ERROR:
         sdk_span.set_status(Status(StatusCode.ERROR))
     sdk_span.end(end_time=span.end_time_unix_nano)
+
+
+def _span_context(batch: LogBatch, row: int) -> Context | None:
+    """The context of the span a record names, None where it names none."""
+    if not batch.span_id[row]:
+        return None
+    high, low = (int(word) for word in batch.trace_id[row])
+    span = SpanContext((high << 64) | low, int(batch.span_id[row]), is_remote=True, trace_flags=TraceFlags(1))
+    return trace.set_span_in_context(NonRecordingSpan(span))
+
+
+def replay_logs_with_sdk(case: SimulatedCase, endpoint: str) -> int:
+    """Sends every log record of `case` to an OTLP/gRPC `endpoint` (host:port) through the SDK's
+    log exporter, one `LoggerProvider` per service (resource: service.name); returns the number
+    of records emitted. Send the spans first: records join the spans already there."""
+    queue = max(2048, case.log_records)
+    providers: dict[str, LoggerProvider] = {}
+    sent = 0
+    try:
+        for batch in case.logs:
+            for row, service in enumerate(batch.service.tolist()):
+                name = batch.strings[service]
+                provider = providers.get(name)
+                if provider is None:
+                    provider = providers[name] = LoggerProvider(resource=Resource.create({"service.name": name}))
+                    exporter = OTLPLogExporter(endpoint=endpoint, insecure=True)
+                    provider.add_log_record_processor(
+                        BatchLogRecordProcessor(exporter, max_queue_size=queue, schedule_delay_millis=200)
+                    )
+                severity = int(batch.severity[row])
+                provider.get_logger(_SCOPE).emit(
+                    timestamp=int(batch.time_ns[row]),
+                    observed_timestamp=int(batch.time_ns[row]),
+                    context=_span_context(batch, row),
+                    severity_number=SeverityNumber(severity) if severity else None,
+                    body=batch.body[row],
+                )
+                sent += 1
+    finally:
+        for provider in providers.values():
+            provider.shutdown()
+    return sent

@@ -1,11 +1,13 @@
 """A bounded soak test of `rca serve` on loopback: `python -m benchmarks.soak --seconds N`.
 
 Spans of a simulated shop go over OTLP/gRPC at a target rate (re-timed round after round, so
-event time moves on and the graph's retention keeps evicting), with an Alertmanager webhook every
-few seconds (a new firing alert, and the previous one resolved). Clients retry UNAVAILABLE like an
-OTLP exporter. It samples the server's RSS, times each webhook, and at the end compares the spans
-acknowledged to the server with those it counted (`/metrics`): none may be lost. It stops by
-itself and prints a JSON report (RSS over time, webhook p50/p95 per minute, span counts).
+event time moves on and the graph's retention keeps evicting), optionally log records beside them
+(`--log-rate`, `benchmarks.log_payload`, on the same event-time clock), with an Alertmanager
+webhook every few seconds (a new firing alert, and the previous one resolved). Clients retry
+UNAVAILABLE like an OTLP exporter. It samples the server's RSS, times each webhook, and at the end
+compares the spans and records acknowledged to the server with those it counted (`/metrics`): none
+may be lost. It stops by itself and prints a JSON report (RSS over time, webhook p50/p95 per
+minute, span and record counts).
 """
 
 from __future__ import annotations
@@ -25,41 +27,41 @@ import grpc
 import httpx
 import numpy as np
 import numpy.typing as npt
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceResponse,
-)
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.log_payload import RECORDS_PER_REQUEST, log_export_requests
 from benchmarks.serve_process import launch
 from ingest.otlp_encode import encode_batch
+from ingest.otlp_signals import LOGS, TRACES, AnySignal
 from rca.alerts import format_rfc3339
 from rca.simulation import simulate
 
-METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+METHOD = f"/{TRACES.grpc_service}/Export"
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
 @dataclass(frozen=True)
 class Exported:
-    """What the server said to one export, after retries: spans accepted and rejected."""
+    """What the server said to one export, after retries: records accepted and rejected."""
 
     accepted: int
     rejected: int
     retries: int
 
 
-def export(call: grpc.UnaryUnaryMultiCallable, body: bytes, spans: int, *, max_retries: int = 10_000) -> Exported:
-    """Sends one export, retrying UNAVAILABLE (as OTLP exporters do, with a short backoff)."""
+def export(call: grpc.UnaryUnaryMultiCallable, body: bytes, records: int, *, max_retries: int = 10_000,
+           signal: AnySignal = TRACES) -> Exported:  # fmt: skip
+    """Sends one export of `signal`, retrying UNAVAILABLE (as OTLP exporters do, with a short backoff)."""
     for attempt in range(max_retries + 1):
         try:
-            reply = ExportTraceServiceResponse.FromString(call(body, timeout=30))
+            reply = signal.response.FromString(call(body, timeout=30))
         except grpc.RpcError as exc:
             if exc.code() not in RETRYABLE or attempt == max_retries:
                 raise
             time.sleep(min(0.2, 0.005 * (attempt + 1)))
             continue
-        rejected = int(reply.partial_success.rejected_spans)
-        return Exported(spans - rejected, rejected, attempt)
+        rejected = int(getattr(reply.partial_success, signal.rejected_field))
+        return Exported(records - rejected, rejected, attempt)
     raise AssertionError("unreachable")
 
 
@@ -112,38 +114,51 @@ def _fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int]]:
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Where a signal's records keep their fixed64 times (the first one is the event time) and
+    their ids, as field numbers of the record message (request → resource → scope → record)."""
+
+    times: tuple[int, ...]
+    ids: tuple[int, ...]
+
+
+SPAN_LAYOUT = Layout(times=(7, 8), ids=(1, 2, 4))  # start/end time; trace, span and parent id
+LOG_LAYOUT = Layout(times=(1, 11), ids=(9, 10))  # time and observed time; trace and span id
+
+
+@dataclass(frozen=True)
 class Template:
-    """One serialized export request and where its spans' times and ids lie in the bytes, so a
+    """One serialized export request and where its records' times and ids lie in the bytes, so a
     round's copy is made by patching bytes with numpy instead of rebuilding protobuf objects."""
 
     body: npt.NDArray[np.uint8]
-    times: npt.NDArray[np.intp]  # (n, 8) byte indices of start/end fixed64 times
+    times: npt.NDArray[np.intp]  # (n, 8) byte indices of the fixed64 times
     id_prefixes: npt.NDArray[np.intp]  # (m, 4) byte indices of the first 4 bytes of each id
-    spans: int
-    newest_start_ns: int
+    records: int
+    newest_ns: int  # the latest event time
 
     @classmethod
-    def of(cls, body: bytes) -> Template:
-        times, prefixes, spans, newest = [], [], 0, 0
-        for rs_field, rs_start, rs_end in _fields(body, 0, len(body)):
-            for ss_field, ss_start, ss_end in _fields(body, rs_start, rs_end) if rs_field == 1 else ():
-                for sp_field, sp_start, sp_end in _fields(body, ss_start, ss_end) if ss_field == 2 else ():
-                    if sp_field != 2:
+    def of(cls, body: bytes, layout: Layout = SPAN_LAYOUT) -> Template:
+        times, prefixes, records, newest = [], [], 0, 0
+        for r_field, r_start, r_end in _fields(body, 0, len(body)):
+            for s_field, s_start, s_end in _fields(body, r_start, r_end) if r_field == 1 else ():
+                for x_field, x_start, x_end in _fields(body, s_start, s_end) if s_field == 2 else ():
+                    if x_field != 2:
                         continue
-                    spans += 1
-                    for number, start, end in _fields(body, sp_start, sp_end):
-                        if number in (1, 2, 4) and end > start:  # trace_id, span_id, parent_span_id
+                    records += 1
+                    for number, start, end in _fields(body, x_start, x_end):
+                        if number in layout.ids and end > start:
                             prefixes.append(start)
-                        elif number in (7, 8):  # start/end_time_unix_nano, fixed64
+                        elif number in layout.times:
                             times.append(start)
-                            if number == 7:
+                            if number == layout.times[0]:
                                 newest = max(newest, int.from_bytes(body[start:end], "little"))
         return cls(
             body=np.frombuffer(body, dtype=np.uint8),
             times=np.asarray(times, dtype=np.intp)[:, None] + np.arange(8),
             id_prefixes=np.asarray(prefixes, dtype=np.intp)[:, None] + np.arange(4),
-            spans=spans,
-            newest_start_ns=newest,
+            records=records,
+            newest_ns=newest,
         )
 
     def shifted(self, shift_ns: int, id_prefix: bytes) -> bytes:
@@ -163,30 +178,46 @@ class Traffic:
     def __init__(self, spans_per_s: float, *, scenario: str = "boutique-latency", seed: int = 1,
                  requests_per_s: float = 20.0, max_spans: int = 512) -> None:  # fmt: skip
         case = simulate(scenario, seed=seed, rate=requests_per_s)
-        self.templates = [Template.of(m) for b in case.batches for m in encode_batch(b, max_spans)]
-        self.start_ns = case.start_ns
-        self.period_ns = case.end_ns - case.start_ns
-        spans_per_round = sum(t.spans for t in self.templates)
-        self.copies = max(1, round(spans_per_s * self.period_ns / 1e9 / spans_per_round))
+        templates = [Template.of(m) for b in case.batches for m in encode_batch(b, max_spans)]
+        self._pace(templates, case.start_ns, case.end_ns - case.start_ns, spans_per_s)
+
+    def _pace(self, templates: list[Template], start_ns: int, period_ns: int, per_s: float) -> None:
+        self.templates = templates
+        self.start_ns = start_ns
+        self.period_ns = period_ns
+        per_round = sum(t.records for t in self.templates)
+        self.copies = max(1, round(per_s * self.period_ns / 1e9 / per_round))
         self.newest_ns = self.start_ns
         self._lock = threading.Lock()
 
     def requests(self) -> Iterator[tuple[bytes, int]]:
-        """(request bytes, spans) forever."""
+        """(request bytes, records) forever."""
         for round_ in range(1, 1 << 30):
             shift = round_ * self.period_ns
             for template in self.templates:
                 with self._lock:
-                    self.newest_ns = max(self.newest_ns, template.newest_start_ns + shift)
+                    self.newest_ns = max(self.newest_ns, template.newest_ns + shift)
                 for copy in range(self.copies):
                     prefix = (round_ * self.copies + copy).to_bytes(4, "big")
-                    yield template.shifted(shift, prefix), template.spans
+                    yield template.shifted(shift, prefix), template.records
+
+
+class LogTraffic(Traffic):
+    """Application log records (`benchmarks.log_payload`) paced the same way, on the event-time
+    clock of span traffic that starts at `start_ns` and moves `period_ns` on a round; the ids they
+    carry name no span of that traffic."""
+
+    def __init__(self, records_per_s: float, start_ns: int, period_ns: int, *, requests: int = 64) -> None:
+        bodies = log_export_requests(requests, RECORDS_PER_REQUEST, start_ns, spread_ns=period_ns)
+        self._pace([Template.of(b, LOG_LAYOUT) for b in bodies], start_ns, period_ns, records_per_s)
 
 
 @dataclass
 class Counts:
-    acked_spans: int = 0
-    rejected_spans: int = 0
+    """What the server acknowledged of one signal's exports."""
+
+    acked: int = 0
+    rejected: int = 0
     requests: int = 0
     retries: int = 0
     failures: list[str] = field(default_factory=list)
@@ -210,6 +241,13 @@ class SoakReport:
     graph_spans: int
     lost_spans: int
     rejected_spans: int
+    target_log_records_per_s: float
+    achieved_log_records_per_s: float
+    acked_log_records: int
+    received_log_records: int
+    graph_log_records: int
+    lost_log_records: int
+    rejected_log_records: int
     export_requests: int
     export_retries: int
     refused_overload: int
@@ -224,26 +262,26 @@ class SoakReport:
 
 
 def _send(traffic: Iterator[tuple[bytes, int]], feed: threading.Lock, address: str, rate: float,
-          started: float, counts: Counts, stop: threading.Event) -> None:  # fmt: skip
+          started: float, counts: Counts, stop: threading.Event, signal: AnySignal = TRACES) -> None:  # fmt: skip
     with grpc.insecure_channel(address) as channel:
-        call = channel.unary_unary(METHOD)
+        call = channel.unary_unary(f"/{signal.grpc_service}/Export")
         while not stop.is_set():
             with feed:
-                body, spans = next(traffic)
+                body, records = next(traffic)
                 with counts.lock:
-                    offered = counts.acked_spans + counts.rejected_spans
+                    offered = counts.acked + counts.rejected
                 wait = offered / rate - (time.monotonic() - started)
             if wait > 0:
                 time.sleep(wait)
             try:
-                result = export(call, body, spans)
+                result = export(call, body, records, signal=signal)
             except grpc.RpcError as exc:
                 with counts.lock:
                     counts.failures.append(f"export: {exc.code()}: {exc.details()}")
                 return
             with counts.lock:
-                counts.acked_spans += result.accepted
-                counts.rejected_spans += result.rejected
+                counts.acked += result.accepted
+                counts.rejected += result.rejected
                 counts.requests += 1
                 counts.retries += result.retries
 
@@ -296,32 +334,40 @@ def _thirds(samples: Sequence[tuple[float, float]], seconds: float) -> tuple[flo
 
 
 def _drained(api: str, deadline_s: float = 60.0) -> dict[str, float]:
-    """Metrics once the graph has every received span (or the deadline has passed)."""
+    """Metrics once the graph has every received span and log record (or the deadline has passed)."""
     end = time.monotonic() + deadline_s
     while True:
         found = server_metrics(api)
-        added = found.get("rca_graph_spans_total", 0.0) + found.get("rca_graph_late_spans_total", 0.0)
-        if added >= found.get("rca_spans_received_total", 0.0) or time.monotonic() > end:
+        spans = found.get("rca_graph_spans_total", 0.0) + found.get("rca_graph_late_spans_total", 0.0)
+        logs = found.get("rca_graph_log_records_total", 0.0) + found.get("rca_graph_late_log_records_total", 0.0)
+        received = found.get("rca_spans_received_total", 0.0), found.get("rca_log_records_received_total", 0.0)
+        if (spans, logs) >= received or time.monotonic() > end:
             return found
         time.sleep(0.2)
 
 
-def run(seconds: float, rate: float, *, webhook_every_s: float = 2.0, senders: int = 2,
+def run(seconds: float, rate: float, *, webhook_every_s: float = 2.0, senders: int = 2, log_rate: float = 0.0,
         serve_args: Sequence[str] = (), db_dir: Path | None = None) -> SoakReport:  # fmt: skip
-    """Runs the soak for `seconds` against a fresh `rca serve` and returns its report."""
+    """Runs the soak for `seconds` against a fresh `rca serve` and returns its report; `log_rate`
+    log records/s go beside the spans, from a sender of their own."""
     traffic = Traffic(rate)
     directory = db_dir or Path.cwd() / "rca-data" / "soak"
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "soak.db").unlink(missing_ok=True)
     process, announced = launch("--db", f"sqlite:///{directory}/soak.db", *serve_args)
     api = f"http://{announced['http']}"
-    counts, timings, rss = Counts(), list[WebhookTiming](), list[tuple[float, float]]()
+    counts, logs, timings, rss = Counts(), Counts(), list[WebhookTiming](), list[tuple[float, float]]()
     stop, feed, stream = threading.Event(), threading.Lock(), traffic.requests()
     started = time.monotonic()
+    address = announced["otlp_grpc"]
     threads = [
-        threading.Thread(target=_send, args=(stream, feed, announced["otlp_grpc"], rate, started, counts, stop))
+        threading.Thread(target=_send, args=(stream, feed, address, rate, started, counts, stop))
         for _ in range(senders)
     ]
+    if log_rate > 0:
+        records = LogTraffic(log_rate, traffic.start_ns, traffic.period_ns).requests()
+        log_args = (records, threading.Lock(), address, log_rate, started, logs, stop, LOGS)
+        threads.append(threading.Thread(target=_send, args=log_args))
     threads.append(threading.Thread(target=_webhooks, args=(api, traffic, webhook_every_s, started, timings, stop)))
     try:
         for thread in threads:
@@ -344,18 +390,26 @@ def run(seconds: float, rate: float, *, webhook_every_s: float = 2.0, senders: i
             process.kill()
             exit_code = process.wait()
     received = int(found.get("rca_spans_received_total", 0))
+    received_logs = int(found.get("rca_log_records_received_total", 0))
     middle, last = _thirds(rss, seconds)
     return SoakReport(
         seconds=round(wall, 1),
         target_spans_per_s=rate,
-        achieved_spans_per_s=round(counts.acked_spans / wall, 1),
-        acked_spans=counts.acked_spans,
+        achieved_spans_per_s=round(counts.acked / wall, 1),
+        acked_spans=counts.acked,
         received_spans=received,
         graph_spans=int(found.get("rca_graph_spans_total", 0)),
-        lost_spans=counts.acked_spans - received,
-        rejected_spans=counts.rejected_spans,
-        export_requests=counts.requests,
-        export_retries=counts.retries,
+        lost_spans=counts.acked - received,
+        rejected_spans=counts.rejected,
+        target_log_records_per_s=log_rate,
+        achieved_log_records_per_s=round(logs.acked / wall, 1),
+        acked_log_records=logs.acked,
+        received_log_records=received_logs,
+        graph_log_records=int(found.get("rca_graph_log_records_total", 0)),
+        lost_log_records=logs.acked - received_logs,
+        rejected_log_records=logs.rejected,
+        export_requests=counts.requests + logs.requests,
+        export_retries=counts.retries + logs.retries,
         refused_overload=int(found.get("rca_otlp_requests_refused_total{reason=overload}", 0)),
         webhooks=sum(t.status == 200 for t in timings),
         webhook_errors=sum(t.status != 200 for t in timings),
@@ -364,7 +418,7 @@ def run(seconds: float, rate: float, *, webhook_every_s: float = 2.0, senders: i
         rss_middle_third_mb=round(middle, 1),
         rss_last_third_mb=round(last, 1),
         server_exit=exit_code,
-        failures=counts.failures,
+        failures=counts.failures + logs.failures,
     )
 
 
@@ -372,17 +426,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=600.0, help="how long to run (default 600)")
     parser.add_argument("--rate", type=float, default=100_000.0, help="target spans/s over OTLP/gRPC (default 100k)")
+    parser.add_argument("--log-rate", type=float, default=0.0, help="target log records/s beside them (default 0)")
     parser.add_argument("--webhook-every", type=float, default=2.0, help="seconds between webhooks")
     parser.add_argument("--ingest-queue", type=int, default=None, help="rca serve --ingest-queue")
+    parser.add_argument("--retention-seconds", type=float, default=None, help="rca serve --retention-seconds")
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report here too")
     args = parser.parse_args(argv)
     extra = ["--ingest-queue", str(args.ingest_queue)] if args.ingest_queue else []
-    report = run(args.seconds, args.rate, webhook_every_s=args.webhook_every, serve_args=extra)
+    extra += ["--retention-seconds", str(args.retention_seconds)] if args.retention_seconds else []
+    report = run(args.seconds, args.rate, webhook_every_s=args.webhook_every, log_rate=args.log_rate, serve_args=extra)
     text = json.dumps(asdict(report), indent=1)
     if args.report:
         args.report.write_text(text + "\n")
     print(text)
-    ok = report.lost_spans == 0 and report.webhook_errors == 0 and not report.failures and report.server_exit == 0
+    lost = report.lost_spans or report.lost_log_records
+    ok = not lost and report.webhook_errors == 0 and not report.failures and report.server_exit == 0
     return 0 if ok else 1
 
 

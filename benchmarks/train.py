@@ -29,8 +29,11 @@ def training_case(scenario: str, seed: int, *, every_network_node: bool = False)
     case = simulate(scenario, seed=seed)
     graph = ServiceGraph(retention_seconds=3600.0)
     alert_ns = min(parse_time_ns(str(a["startsAt"])) for w in case.webhooks for a in w["alerts"])  # type: ignore[attr-defined]
-    for batch in case.batches:  # what the benchmark replays before its webhook
-        graph.add(batch.select(batch.start_ns < alert_ns + REPLAY_PAST_ALERT_NS))
+    cut_ns = alert_ns + REPLAY_PAST_ALERT_NS
+    for batch in case.batches:  # what the benchmark replays before its webhook, spans then logs
+        graph.add(batch.select(batch.start_ns < cut_ns))
+    for logs in case.logs:
+        graph.add_logs(logs.select(logs.time_ns < cut_ns))
     end_ns = graph.newest_ns + 1
     evidence = extract_evidence(
         graph,

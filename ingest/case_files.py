@@ -1,8 +1,10 @@
-"""A simulated case on disk (`rca simulate`): OTLP protobuf and OTLP/JSON traces, the webhook
-bodies, when each is sent, and `truth.json`.
+"""A simulated case on disk (`rca simulate`): OTLP protobuf and OTLP/JSON traces and logs, the
+webhook bodies, when each is sent, and `truth.json`.
 
     traces.pb | traces-0001.pb ...     ExportTraceServiceRequest (one per file)
     traces.json | traces-0001.json ... the same spans as OTLP/JSON (hex ids, integer enums)
+    logs.pb | logs-0001.pb ...         ExportLogsServiceRequest (one per file)
+    logs.json | logs-0001.json ...     the same log records as OTLP/JSON
     webhooks/0001.json ...             Alertmanager v4 bodies, in send order
     schedule.json                      event time each webhook is sent at, and the traffic span
     truth.json                         the injected fault
@@ -12,46 +14,70 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.otlp_encode import encode_batch
+from ingest.otlp_encode import encode_batch, encode_log_batch
 from rca.alerts import format_rfc3339
 from rca.simulation import SimulatedCase
 
 SPANS_PER_FILE = 250_000
+RECORDS_PER_FILE = 250_000
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+# (resource, scope, item) keys of OTLP/JSON traces and logs
+_ITEMS = (("resourceSpans", "scopeSpans", "spans"), ("resourceLogs", "scopeLogs", "logRecords"))
+# a request type and its resource, scope and item fields
+_Kind = tuple[type[Message], str, str, str]
+_TRACES: _Kind = (ExportTraceServiceRequest, "resource_spans", "scope_spans", "spans")
+_LOGS: _Kind = (ExportLogsServiceRequest, "resource_logs", "scope_logs", "log_records")
 
 
-def otlp_json(message: ExportTraceServiceRequest) -> dict[str, Any]:
-    """OTLP/JSON of a request: lowerCamelCase, integer enums, int64 as strings, hex ids."""
+def otlp_json(message: Message) -> dict[str, Any]:
+    """OTLP/JSON of a trace or logs request: lowerCamelCase, integer enums, int64 as strings, hex ids."""
     document: dict[str, Any] = MessageToDict(message, use_integers_for_enums=True)
-    for resource in document.get("resourceSpans", ()):
-        for scope in resource.get("scopeSpans", ()):
-            for span in scope.get("spans", ()):
-                for key in _ID_FIELDS:
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
+    for resources, scopes, items in _ITEMS:
+        for resource in document.get(resources, ()):
+            for scope in resource.get(scopes, ()):
+                for item in scope.get(items, ()):
+                    for key in _ID_FIELDS:
+                        if key in item:
+                            item[key] = base64.b64decode(item[key]).hex()
     return document
 
 
-def _trace_parts(case: SimulatedCase) -> list[ExportTraceServiceRequest]:
-    """The spans as requests of at most `SPANS_PER_FILE` spans (protobuf messages concatenate)."""
-    parts: list[ExportTraceServiceRequest] = []
-    count = SPANS_PER_FILE
-    for batch in case.batches:
-        for chunk in encode_batch(batch):
-            if count >= SPANS_PER_FILE:
-                parts.append(ExportTraceServiceRequest())
-                count = 0
-            message = ExportTraceServiceRequest.FromString(chunk)
-            parts[-1].resource_spans.extend(message.resource_spans)
-            count += sum(len(s.spans) for r in message.resource_spans for s in r.scope_spans)
+def _merged(chunks: Iterable[bytes], kind: _Kind, per_file: int) -> list[Message]:
+    """Serialized requests of one kind merged into requests of at most `per_file` spans or
+    records each (protobuf messages concatenate)."""
+    request, resources, scopes, items = kind
+    parts: list[Message] = []
+    count = per_file
+    for chunk in chunks:
+        if count >= per_file:
+            parts.append(request())
+            count = 0
+        message = request.FromString(chunk)
+        getattr(parts[-1], resources).extend(getattr(message, resources))
+        count += sum(len(getattr(s, items)) for r in getattr(message, resources) for s in getattr(r, scopes))
     return parts
+
+
+def _write_parts(parts: list[Message], stem: str, out: Path) -> list[Path]:
+    """`{stem}.pb` and `{stem}.json`, or numbered `{stem}-0001.pb`... where there are several."""
+    written: list[Path] = []
+    for i, message in enumerate(parts, 1):
+        name = stem if len(parts) == 1 else f"{stem}-{i:04d}"
+        written.append(out / f"{name}.pb")
+        written[-1].write_bytes(message.SerializeToString())
+        written.append(out / f"{name}.json")
+        written[-1].write_text(json.dumps(otlp_json(message), separators=(",", ":")))
+    return written
 
 
 def truth_json(case: SimulatedCase) -> dict[str, Any]:
@@ -68,14 +94,10 @@ def write_case(case: SimulatedCase, out: Path) -> list[Path]:
     """Writes every file of the case under `out` (created); returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "webhooks").mkdir(exist_ok=True)
-    parts = _trace_parts(case)
-    written: list[Path] = []
-    for i, message in enumerate(parts, 1):
-        stem = "traces" if len(parts) == 1 else f"traces-{i:04d}"
-        written.append(out / f"{stem}.pb")
-        written[-1].write_bytes(message.SerializeToString())
-        written.append(out / f"{stem}.json")
-        written[-1].write_text(json.dumps(otlp_json(message), separators=(",", ":")))
+    spans = (chunk for batch in case.batches for chunk in encode_batch(batch))
+    written = _write_parts(_merged(spans, _TRACES, SPANS_PER_FILE), "traces", out)
+    records = (chunk for batch in case.logs for chunk in encode_log_batch(batch))
+    written += _write_parts(_merged(records, _LOGS, RECORDS_PER_FILE), "logs", out)
     schedule = []
     for i, (body, sent) in enumerate(zip(case.webhooks, case.webhook_times_ns, strict=True), 1):
         path = out / "webhooks" / f"{i:04d}.json"

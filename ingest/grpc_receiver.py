@@ -1,4 +1,5 @@
-"""OTLP/gRPC `TraceService/Export` over grpcio: transport only, decoding is `otlp_proto`."""
+"""OTLP/gRPC `TraceService/Export` and `LogsService/Export` over grpcio: transport only, the
+decoders come with each signal (`otlp_signals`)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,18 @@ import logging
 from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import dataclass
+from functools import partial
 
 import grpc
 from google.protobuf import duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from ingest.otlp_proto import decode_protobuf
+from ingest.otlp_signals import PROTOBUF, SIGNALS, AnySignal
 from rca.ingestion import Overloaded
 from rca.receiving import SpanSink
 from rca.spans import DecodeError
 
 log = logging.getLogger(__name__)
-EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ def unavailable_status(retry_after_s: int, message: str) -> grpc.Status:
     )
 
 
-class TraceServiceHandler:
-    """Decodes, checks auth, queues; maps failures to OTLP's status codes."""
+class ExportHandler:
+    """Decodes, checks auth, queues; maps failures to OTLP's status codes. One for every signal."""
 
     def __init__(self, sink: SpanSink, *, api_token: str | None) -> None:
         self.sink = sink
@@ -57,32 +57,28 @@ class TraceServiceHandler:
         given = dict(context.invocation_metadata()).get("authorization", "")
         return hmac.compare_digest(str(given).encode(), self._expected)
 
-    def export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+    def export(self, signal: AnySignal, request: bytes, context: grpc.ServicerContext) -> bytes:
+        """`signal`'s Export: its response, or an abort with the status that says why not."""
         if not self._authorized(context):
             self.sink.refuse("unauthenticated")
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
             with self.sink.admit():
-                try:
-                    result = decode_protobuf(request)
-                except DecodeError as exc:
-                    self.sink.refuse("malformed")
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-                outcome = self.sink.export(result)
+                outcome = signal.ingest(self.sink, PROTOBUF, request)
+        except DecodeError as exc:
+            self.sink.refuse("malformed")
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except Overloaded as exc:
             context.abort_with_status(unavailable_status(exc.retry_after, str(exc)))
-        response = ExportTraceServiceResponse()
-        if outcome.rejected:
-            response.partial_success.rejected_spans = outcome.rejected
-            response.partial_success.error_message = outcome.message
-        body: bytes = response.SerializeToString()
+        body: bytes = signal.answer(outcome).SerializeToString()
         return body
 
 
 def start_grpc_server(
-    handler: TraceServiceHandler, address: str, *, max_message_bytes: int, workers: int = 8
+    handler: ExportHandler, address: str, *, max_message_bytes: int, workers: int = 8
 ) -> tuple[grpc.Server, int]:
-    """Starts the server on `address` (port 0: any free port); returns it and the bound port."""
+    """Starts the server for every OTLP signal on `address` (port 0: any free port); returns it
+    and the bound port."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rca-otlp-grpc"),
         options=[
@@ -90,11 +86,13 @@ def start_grpc_server(
             ("grpc.max_send_message_length", 4 * 1024 * 1024),
         ],
     )
-    rpc = grpc.unary_unary_rpc_method_handler(handler.export)
-    service = grpc.method_handlers_generic_handler(
-        "opentelemetry.proto.collector.trace.v1.TraceService", {"Export": rpc}
-    )
-    server.add_generic_rpc_handlers((service,))
+    services = [
+        grpc.method_handlers_generic_handler(
+            s.grpc_service, {"Export": grpc.unary_unary_rpc_method_handler(partial(handler.export, s))}
+        )
+        for s in SIGNALS
+    ]
+    server.add_generic_rpc_handlers(services)
     port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen for OTLP/gRPC on {address}")

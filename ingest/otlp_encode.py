@@ -1,5 +1,5 @@
-"""Span records → OTLP protobuf: the inverse of `ingest.otlp_proto`, for replaying batches
-(datasets, benchmarks) through the real ingest path.
+"""Span and log records → OTLP protobuf: the inverse of `ingest.otlp_proto` and
+`ingest.otlp_logs`, for replaying batches (datasets, benchmarks) through the real ingest path.
 
 Signals go back to the attributes they are read from. The derived ones come back as what
 derives them: urgent/ordinary queue time as `gen_ai.request.priority` 0/1, a NUMA mismatch as
@@ -13,8 +13,10 @@ import math
 
 import numpy as np
 import numpy.typing as npt
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import ScopeLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 
 from ingest.otlp_proto import STATUS_ERROR
@@ -27,6 +29,7 @@ from rca.conventions import (
     SERVICE_NAME,
     SIGNAL_ATTRIBUTES,
 )
+from rca.logs import LogBatch
 from rca.spans import Signal, SpanBatch
 
 SCOPE_NAME = "rca.otlp_encode"
@@ -137,3 +140,36 @@ def encode_batch(batch: SpanBatch, max_spans: int = 2048) -> list[bytes]:
         raise ValueError(f"max_spans must be at least 1, got {max_spans}")
     n = len(batch)
     return [_message(batch, range(lo, min(lo + max_spans, n))) for lo in range(0, n, max_spans)]
+
+
+def _log_message(batch: LogBatch, rows: range) -> bytes:
+    """One ExportLogsServiceRequest of `rows`, one ResourceLogs per service; a record's time is
+    both its time and when it was observed, ids only where it names a span."""
+    request = ExportLogsServiceRequest()
+    scopes: dict[int, ScopeLogs] = {}
+    for row in rows:
+        service = int(batch.service[row])
+        scope = scopes.get(service)
+        if scope is None:
+            resource_logs = request.resource_logs.add()
+            resource_logs.resource.attributes.append(KeyValue(key=SERVICE_NAME, value=_value(batch.strings[service])))
+            scope = scopes[service] = resource_logs.scope_logs.add()
+            scope.scope.name = SCOPE_NAME
+        record = scope.log_records.add()
+        record.time_unix_nano = record.observed_time_unix_nano = int(batch.time_ns[row])
+        record.severity_number = int(batch.severity[row])
+        record.body.string_value = batch.body[row]
+        if batch.trace_id[row].any():
+            record.trace_id = _id_bytes(batch.trace_id[row])
+        if batch.span_id[row]:
+            record.span_id = _id_bytes(batch.span_id[row : row + 1])
+    return bytes(request.SerializeToString())
+
+
+def encode_log_batch(batch: LogBatch, max_records: int = 4096) -> list[bytes]:
+    """The batch as serialized OTLP ExportLogsServiceRequest messages of at most `max_records`
+    records each, rows in order; an empty batch gives no message."""
+    if max_records < 1:
+        raise ValueError(f"max_records must be at least 1, got {max_records}")
+    n = len(batch)
+    return [_log_message(batch, range(lo, min(lo + max_records, n))) for lo in range(0, n, max_records)]

@@ -120,11 +120,11 @@ def attributes(items: object, wanted: frozenset[str]) -> dict[str, AttrValue]:
     return out
 
 
-def _get(obj: dict[str, Any], camel: str, snake: str) -> Any:
+def get_field(obj: dict[str, Any], camel: str, snake: str) -> Any:
     return obj[camel] if camel in obj else obj.get(snake)
 
 
-def _object(value: object, path: str) -> dict[str, Any]:
+def as_object(value: object, path: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -132,7 +132,7 @@ def _object(value: object, path: str) -> dict[str, Any]:
     return value
 
 
-def _list(value: object, path: str) -> list[Any]:
+def as_list(value: object, path: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -149,37 +149,37 @@ def _kind(value: object, path: str) -> int:
 
 def _span_row(span: object, path: str) -> Row | str:
     """One span's fields, or the reason it is rejected (an id that is not hex)."""
-    span = _object(span, path)
+    span = as_object(span, path)
     ids: list[bytes] = []
     for camel, snake in _ID_FIELDS:
-        value = hex_id(_get(span, camel, snake))
+        value = hex_id(get_field(span, camel, snake))
         if value is None:
             return f"{camel} is not a hex string"
         ids.append(value)
     trace, span_id, parent = ids
-    status = _object(span.get("status"), f"{path}.status")
+    status = as_object(span.get("status"), f"{path}.status")
     return (
         trace,
         span_id,
         parent,
         str(span.get("name") or ""),
         _kind(span.get("kind"), f"{path}.kind"),
-        integer(_get(span, "startTimeUnixNano", "start_time_unix_nano"), f"{path}.startTimeUnixNano"),
-        integer(_get(span, "endTimeUnixNano", "end_time_unix_nano"), f"{path}.endTimeUnixNano"),
+        integer(get_field(span, "startTimeUnixNano", "start_time_unix_nano"), f"{path}.startTimeUnixNano"),
+        integer(get_field(span, "endTimeUnixNano", "end_time_unix_nano"), f"{path}.endTimeUnixNano"),
         status.get("code") in _STATUS_ERROR,
         attributes(span.get("attributes"), SPAN_KEYS),
     )
 
 
 def _add_resource_spans(builder: SpanBatchBuilder, resource_spans: object, path: str) -> None:
-    resource_spans = _object(resource_spans, path)
-    resource_obj = _object(resource_spans.get("resource"), f"{path}.resource")
+    resource_spans = as_object(resource_spans, path)
+    resource_obj = as_object(resource_spans.get("resource"), f"{path}.resource")
     resource = attributes(resource_obj.get("attributes"), RESOURCE_KEYS)
     service = str(resource.get(SERVICE_NAME) or UNKNOWN_SERVICE)
-    scopes = _get(resource_spans, "scopeSpans", "scope_spans")
-    for j, scope_spans in enumerate(_list(scopes, f"{path}.scopeSpans")):
+    scopes = get_field(resource_spans, "scopeSpans", "scope_spans")
+    for j, scope_spans in enumerate(as_list(scopes, f"{path}.scopeSpans")):
         scope_path = f"{path}.scopeSpans[{j}]"
-        spans = _list(_object(scope_spans, scope_path).get("spans"), f"{scope_path}.spans")
+        spans = as_list(as_object(scope_spans, scope_path).get("spans"), f"{scope_path}.spans")
         rows: list[Row] = []
         for k, span in enumerate(spans):
             row = _span_row(span, f"{scope_path}.spans[{k}]")
@@ -197,7 +197,8 @@ def decode_document(document: object) -> DecodeResult:
     if not isinstance(document, dict):
         raise DecodeError(f"OTLP/JSON body must be an object with resourceSpans, not {type(document).__name__}")
     builder = SpanBatchBuilder()
-    for i, resource_spans in enumerate(_list(_get(document, "resourceSpans", "resource_spans"), "$.resourceSpans")):
+    resources = as_list(get_field(document, "resourceSpans", "resource_spans"), "$.resourceSpans")
+    for i, resource_spans in enumerate(resources):
         _add_resource_spans(builder, resource_spans, f"$.resourceSpans[{i}]")
     return builder.build()
 

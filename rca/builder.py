@@ -68,7 +68,7 @@ def reads_every_span(resource: Attributes) -> bool:
     return PROCESS_NUMA in resource
 
 
-def _ids(values: list[bytes], width: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+def id_words(values: list[bytes], width: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
     """Big-endian uint64 words of fixed-width ids (zero where the length is wrong), and lengths."""
     lengths = np.fromiter(map(len, values), np.int64, len(values))
     if not (lengths == width).all():
@@ -275,9 +275,9 @@ class SpanBatchBuilder:
 
     def build(self) -> DecodeResult:
         n = len(self._span)
-        trace, trace_len = _ids(self._trace, 16)
-        span, span_len = _ids(self._span, 8)
-        parent, parent_len = _ids(self._parent, 8)
+        trace, trace_len = id_words(self._trace, 16)
+        span, span_len = id_words(self._span, 8)
+        parent, parent_len = id_words(self._parent, 8)
         names = {name: self._intern(name) for name in set(self._name)}
         signals = np.full((n, N_SIGNALS), math.nan)
         if self._signal_rows:

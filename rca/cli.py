@@ -32,13 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rca", description="Causal root-cause inference over OpenTelemetry traces")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
-    analyze = sub.add_parser("analyze", help="offline: rank the root causes in trace files")
+    analyze = sub.add_parser("analyze", help="offline: rank the root causes in trace (and log) files")
     analyze.add_argument(
         "--traces",
         nargs="+",
         required=True,
         metavar="FILE",
         help="OTLP protobuf (.pb), OTLP/JSON or Jaeger JSON, gzipped or not",
+    )
+    analyze.add_argument(
+        "--logs", nargs="+", default=[], metavar="FILE", help="OTLP protobuf or OTLP/JSON log export requests"
     )
     analyze.add_argument("--alerts", metavar="FILE", help="Alertmanager webhook body: alerting services and window")
     analyze.add_argument(
@@ -63,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="rca,threshold,pagerank",
         help="comma-separated (default rca,threshold,pagerank); the bench extra adds baro,nsigma,microrank,tracerca",
     )
+    bench.add_argument("--signals", default="traces+logs", help="what rca is sent: traces+logs (default) or traces")
     bench.add_argument("--report", metavar="FILE", help="write the JSON report here")
     bench.add_argument("--plot", metavar="FILE", help="draw AC@k per method and fault type (.png or .svg)")
     bench_sub = bench.add_subparsers(dest="bench_command")
@@ -118,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "analyze":
         from rca.compose import analyze
 
-        return analyze(args.traces, args.alerts, args.several)
+        return analyze(args.traces, args.alerts, args.several, log_paths=args.logs)
     if args.command == "simulate":
         return _simulate(args)
     if args.command == "demo":
@@ -146,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from benchmarks.accuracy import run_accuracy_benchmark
 
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-        return run_accuracy_benchmark(args.suite, methods, args.report, args.plot)
+        return run_accuracy_benchmark(args.suite, methods, args.report, args.plot, args.signals)
     return 2
 
 

@@ -13,7 +13,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,8 +25,8 @@ from api.app import create_app
 from api.metrics import ServiceMetrics
 from api.schemas import WebhookBody, cause_json
 from ingest.case_files import write_case
-from ingest.files import decode_file
-from ingest.grpc_receiver import TraceServiceHandler, start_grpc_server
+from ingest.files import decode_file, decode_log_file
+from ingest.grpc_receiver import ExportHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
 from models.ranker import BayesianRanker
 from rca.alerts import Alert, format_rfc3339, nodes_for
@@ -91,7 +91,7 @@ class Service:
     async def run(self, stop: asyncio.Event, announce: Callable[[dict[str, str]], None]) -> None:
         """Starts every listener, announces their addresses, serves until `stop` is set."""
         s = self.settings
-        handler = TraceServiceHandler(self.sink, api_token=s.api_token)
+        handler = ExportHandler(self.sink, api_token=s.api_token)
         grpc_server, grpc_port = start_grpc_server(handler, str(s.otlp_grpc), max_message_bytes=s.max_message_bytes)
         sockets = {"otlp_http": _bind(s.otlp_http), "http": _bind(s.http)}
         servers = {"otlp_http": _http_server(self.otlp_http), "http": _http_server(self.api)}
@@ -186,20 +186,32 @@ NODE_FIELDS = ("kind", "service", "calls", "errors")
 SIMULTANEOUS_SHOWN = 10
 
 
-def analyze(paths: list[str], alerts_path: str | None = None, several: bool = False, out: TextIO = sys.stdout) -> int:
-    """`rca analyze`: ranks the root causes in trace files and prints them with the graph (JSON).
+def analyze(
+    paths: list[str],
+    alerts_path: str | None = None,
+    several: bool = False,
+    out: TextIO = sys.stdout,
+    *,
+    log_paths: Sequence[str] = (),
+) -> int:
+    """`rca analyze`: ranks the root causes in trace (and log) files and prints them with the
+    graph (JSON).
 
     With `--alerts` the alerting services and the window come from the webhook body (earliest
     startsAt less the look-back, to the newest span); without, the trace roots alert over the
-    last look-back of the traces."""
+    last look-back of the traces. Log records are added after every span, so that they join."""
     graph = ServiceGraph(retention_seconds=10 * 365 * 86400.0)
-    rejected = 0
+    rejected = rejected_logs = 0
     try:
         alerts = _webhook_alerts(alerts_path) if alerts_path else []
         for path in paths:
             result = decode_file(Path(path))
             rejected += result.rejected
             graph.add(result.batch)
+        for path in log_paths:
+            logs = decode_log_file(Path(path))
+            rejected_logs += logs.rejected
+            graph.add_logs(logs.batch)
     except (DecodeError, OSError, ValueError) as exc:
         print(f"rca analyze: {exc}", file=sys.stderr)
         return 2
@@ -216,6 +228,8 @@ def analyze(paths: list[str], alerts_path: str | None = None, several: bool = Fa
     report = {
         "spans": graph.counts().spans,
         "rejected": rejected,
+        "log_records": graph.counts().log_records,
+        "rejected_log_records": rejected_logs,
         "alerting": alert_nodes or roots,
         "window": {"start": format_rfc3339(ranking.start_ns), "end": format_rfc3339(ranking.end_ns)},
         "model": {"name": ranking.model, "inference_ms": ranking.inference_ms},

@@ -96,9 +96,26 @@ def _template_rows(
 
 
 def _select(rows: Rows, keep: npt.NDArray[np.bool_], score: Array) -> Rows:
-    """The rows where `keep` holds, scored by `score` (0 elsewhere): the shift stays whole, so
-    labels still find their rows."""
-    return Rows(rows.node, rows.shift, rows.labels, np.where(keep, score, 0.0))
+    """The rows where `keep` holds, scored by `score`. Rows left out count nowhere, not even in
+    the multiple-testing allowance of their node."""
+    (label,) = rows.labels
+    s = rows.shift
+    return Rows(
+        rows.node[keep],
+        Shift(s.onset[keep], s.baseline[keep], s.observed[keep], s.score[keep]),
+        [Labels(label.prefix, label.index[keep], label.name)],
+        score[keep],
+    )
+
+
+def _distinct_series(table: Table) -> npt.NDArray[np.bool_]:
+    """Whether each row is the first of its group with its count series: templates written
+    together on every call (one code path) are one test, not several."""
+    keyed = np.concatenate([(table.keys >> 32)[:, None].astype(np.float64), table.sums[:, :, LogSum.RECORDS]], axis=1)
+    first = np.zeros(table.keys.shape[0], np.bool_)
+    if keyed.shape[0]:
+        first[np.unique(keyed, axis=0, return_index=True)[1]] = True
+    return first
 
 
 def log_rows(
@@ -128,11 +145,11 @@ def log_rows(
     per_op = nodes[joined > JOINED_SHARE * records.sum(axis=1)]
     by_node, node_error = _template_rows(x, logs, lambda g: g, node_name, text)
     by_op, op_error = _template_rows(x, log_ops, lambda g: x.node_of[g], x.op_name, text)
-    use_node = ~np.isin(by_node.node, per_op)
-    use_op = np.isin(by_op.node, per_op)
-    rising_errors = [
-        _select(by_node, use_node & node_error, np.maximum(by_node.score, 0.0)),
-        _select(by_op, use_op & op_error, np.maximum(by_op.score, 0.0)),
+    use_node = ~np.isin(by_node.node, per_op) & _distinct_series(logs)
+    use_op = np.isin(by_op.node, per_op) & _distinct_series(log_ops)
+    rising_errors = [  # an error template that falls is no fault's evidence
+        _select(by_node, use_node & node_error & (by_node.score > 0), by_node.score),
+        _select(by_op, use_op & op_error & (by_op.score > 0), by_op.score),
     ]
     structure = [
         _select(by_node, use_node & ~node_error, np.abs(by_node.score)),

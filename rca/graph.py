@@ -166,7 +166,7 @@ class ServiceGraph:
         self._pending_count = 0
         self._resolve_at = _RESOLVE_MIN
         self._spans = self._resolved = self._orphaned = self._late = 0
-        self.templates = templates or TemplateMiner()
+        self.templates = TemplateMiner() if templates is None else templates  # an empty miner is falsy (len 0)
         self._pending_logs: list[_PendingLogs] = []
         self._pending_log_count = 0
         self._log_records = self._late_logs = 0

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.accuracy import run_accuracy_benchmark, run_suite
-from benchmarks.cases import SMOKE_SCENARIOS
+import numpy as np
+import pytest
+
+from benchmarks.accuracy import REPLAY_PAST_ALERT_NS, START_NS, _replay, run_accuracy_benchmark, run_suite
+from benchmarks.cases import SMOKE_SCENARIOS, nezha_cases, simulated_cases
+from ingest.otlp_logs import decode_logs_protobuf
+from ingest.otlp_proto import decode_protobuf
+from rca.datasets.nezha import default_root
+from rca.logs import LogBatch
 
 
 def test_smoke_suite_report_has_the_contract_shape_and_rca_leads(tmp_path: Path) -> None:
     report, breakdown, per_case = run_suite("smoke", ["rca", "threshold", "pagerank"], progress=False)
     assert report["suite"] == "smoke" and report["cases"] == len(SMOKE_SCENARIOS)
+    assert report["signals"] == "traces+logs"  # the default: spans and log records both sent
     assert set(report["methods"]) == {"rca", "threshold", "pagerank"}
     for scores in report["methods"].values():
         assert set(scores) == {"AC@1", "AC@3", "Avg@5", "fault@1", "seconds_per_case"}
@@ -29,6 +39,7 @@ def test_smoke_suite_report_has_the_contract_shape_and_rca_leads(tmp_path: Path)
 def test_unknown_suite_or_method_is_a_clear_error(capsys: object) -> None:
     assert run_accuracy_benchmark("nope", ["rca"], None, None) == 2
     assert run_accuracy_benchmark("smoke", ["magic"], None, None) == 2
+    assert run_accuracy_benchmark("smoke", ["rca"], None, None, signals="metrics") == 2
 
 
 def test_plot_draws_a_png(tmp_path: Path) -> None:
@@ -43,8 +54,7 @@ def test_plot_draws_a_png(tmp_path: Path) -> None:
 
 
 def test_every_case_ends_its_alerts_after_it_is_scored() -> None:
-    from benchmarks.accuracy import START_NS
-    from benchmarks.cases import nezha_webhook, simulated_cases
+    from benchmarks.cases import nezha_webhook
 
     case = next(simulated_cases(("boutique-latency",), (101,), START_NS))
     fired = {a["fingerprint"] for w in case.webhooks for a in w["alerts"]}  # type: ignore[attr-defined]
@@ -55,3 +65,51 @@ def test_every_case_ends_its_alerts_after_it_is_scored() -> None:
     (before,), (after,) = firing["alerts"], resolved["alerts"]  # type: ignore[misc]
     assert after["fingerprint"] == before["fingerprint"] and after["startsAt"] == before["startsAt"]
     assert (after["status"], after["endsAt"]) == ("resolved", before["startsAt"])
+
+
+def test_replay_sends_the_spans_then_the_log_records_before_the_cut() -> None:
+    case = next(simulated_cases(("boutique-latency",), (101,), START_NS))
+    assert case.logs and next(simulated_cases(("boutique-latency",), (101,), START_NS, logs=False)).logs == ()
+    cut = case.alert_ns + REPLAY_PAST_ALERT_NS
+    n = 6
+    logs = LogBatch(
+        time_ns=np.array([cut - 3, cut - 2, cut - 1, cut, cut + 1, cut + 2], np.int64),
+        service=np.zeros(n, np.int32),
+        trace_id=np.zeros((n, 2), np.uint64),
+        span_id=np.zeros(n, np.uint64),
+        severity=np.full(n, 9, np.int8),
+        body=tuple(f"record {i}" for i in range(n)),
+        strings=("frontend",),
+    )
+    sent: list[tuple[str, bytes]] = []
+
+    def recorder(signal: str) -> Callable[[bytes, float], bytes]:
+        def export(message: bytes, timeout: float) -> bytes:
+            sent.append((signal, message))
+            return b""
+
+        return export
+
+    _replay(recorder("traces"), recorder("logs"), replace(case, logs=(logs, logs.select(logs.time_ns > cut))))
+    signals = [signal for signal, _ in sent]
+    assert signals == sorted(signals, reverse=True) and signals[-1] == "logs"  # all spans first
+    bodies = [b for signal, m in sent if signal == "logs" for b in decode_logs_protobuf(m).batch.body]
+    assert bodies == ["record 0", "record 1", "record 2"]  # the second batch lies past the cut: nothing
+    spans = [decode_protobuf(m).batch for signal, m in sent if signal == "traces"]
+    assert max(int(b.start_ns.max()) for b in spans) < cut
+
+
+def test_nezha_case_logs_move_with_their_spans_and_still_join() -> None:
+    root = default_root()
+    if not (root / "nezha-dev" / "cases.json").exists():
+        pytest.skip(f"Nezha dataset absent: expected {root / 'nezha-dev'} (see shared/datasets/README.md)")
+    case = next(nezha_cases(root, START_NS, limit=1))
+    assert case.logs and sum(map(len, case.logs)) > 0
+    spans = {
+        int(s): tuple(t) for b in case.batches for s, t in zip(b.span_id.tolist(), b.trace_id.tolist(), strict=True)
+    }
+    joined = [(int(s), tuple(t)) for b in case.logs for s, t in zip(b.span_id, b.trace_id.tolist(), strict=True) if s]
+    assert joined and all(spans.get(span) == trace for span, trace in joined)  # same span, same trace
+    first = min(int(b.start_ns.min()) for b in case.batches)
+    assert first <= min(int(b.time_ns.min()) for b in case.logs) and first == START_NS
+    assert next(nezha_cases(root, START_NS, limit=1, logs=False)).logs == ()

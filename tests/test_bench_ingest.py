@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from benchmarks.ingest import measure
+from benchmarks.ingest import LOGS, measure
+from benchmarks.log_payload import RECORDS_PER_REQUEST, TEMPLATES, log_export_requests
+from ingest.otlp_logs import decode_logs_protobuf
 from rca.cli import main
+from rca.graph import ServiceGraph
+from tests.spanfactory import T0
 
 
 def test_rounds_alternate_and_give_one_ratio_each() -> None:
@@ -16,6 +21,29 @@ def test_rounds_alternate_and_give_one_ratio_each() -> None:
     assert rates.decoding_ratios == tuple(
         r / d for r, d in zip(rates.rca_end_to_end, rates.decoding_receiver, strict=True)
     )
+
+
+def test_log_records_are_measured_against_their_own_bare_receiver() -> None:
+    rates = measure(0.5, rounds=1, load=LOGS)
+    assert all(
+        rate > 0 for rate in (rates.parse, *rates.bare_receiver, *rates.decoding_receiver, *rates.rca_end_to_end)
+    )
+    assert rates.ratios == (rates.rca_end_to_end[0] / rates.bare_receiver[0],)
+
+
+def test_log_payload_is_application_lines_of_a_few_dozen_templates() -> None:
+    batches = [decode_logs_protobuf(r).batch for r in log_export_requests(4, RECORDS_PER_REQUEST, T0)]
+    assert [len(b) for b in batches] == [RECORDS_PER_REQUEST] * 4
+    bodies = [text for b in batches for text in b.body]
+    assert 80 <= np.mean([len(text) for text in bodies]) <= 120
+    assert len(set(bodies)) > 0.99 * len(bodies)  # numbers and ids vary record to record
+    joined = np.mean([float((b.span_id != 0).mean()) for b in batches])
+    assert 0.3 < joined < 0.5
+    assert {b.strings[i] for b in batches for i in np.unique(b.service).tolist()} >= {"svc-00", "svc-03"}
+    graph = ServiceGraph()
+    for b in batches:
+        graph.add_logs(b)
+    assert len(TEMPLATES) * 0.9 <= graph.counts().log_templates <= len(TEMPLATES) * 1.1
 
 
 def test_zero_rounds_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

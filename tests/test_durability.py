@@ -39,7 +39,7 @@ def messages() -> tuple[tuple[bytes, int], ...]:
     found = []
     for batch in case().batches:
         for body in encode_batch(batch, max_spans=256):
-            found.append((body, Template.of(body).spans))
+            found.append((body, Template.of(body).records))
     return tuple(found)
 
 

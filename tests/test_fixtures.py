@@ -1,4 +1,5 @@
-"""The hand-written fixtures: one LLM request following every section 6 convention, and a webhook."""
+"""The hand-written fixtures: one LLM request following every section 6 convention, its log
+records, and a webhook."""
 
 from __future__ import annotations
 
@@ -11,15 +12,20 @@ from pathlib import Path
 import numpy as np
 
 from ingest.files import decode_file
+from ingest.otlp_logs_json import decode_logs_json
+from rca.accumulators import LogSum
 from rca.alerts import service_of
 from rca.compose import analyze
 from rca.graph import NodeKind, ServiceGraph
 from rca.graphview import Window, graph_between
+from rca.series import Table, window_series
 from rca.spans import Signal, SpanBatch
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TRACE = FIXTURES / "llm-request.otlp.json"
 WEBHOOK = FIXTURES / "alertmanager-llm-firing.json"
+LOGS = FIXTURES / "llm-logs.otlp.json"
+TRACE_ID = (0x4BF92F3577B34DA6, 0xA3CE929D0E0E4736)
 
 
 def _signal(batch: SpanBatch, name: str, signal: Signal) -> list[float]:
@@ -64,3 +70,47 @@ def test_analyze_ranks_the_fixture_request_against_the_fixture_alerts() -> None:
     report = json.loads(out.getvalue())
     assert sorted(report["alerting"]) == ["api-gateway", "vllm-engine"]
     assert report["causes"] and all(c["path"][-1] in report["alerting"] for c in report["causes"])
+
+
+def test_the_llm_logs_decode_with_their_nodes_ids_and_severity() -> None:
+    result = decode_logs_json(LOGS.read_bytes())
+    batch = result.batch
+    assert result.rejected == 0 and len(batch) == 5
+    services = [batch.strings[i] for i in batch.service.tolist()]
+    assert services == ["vllm-engine"] * 3 + ["vllm-worker-1", "router"]  # the pod name, suffix stripped
+    severity = dict(zip((body.split()[0] for body in batch.body), batch.severity.tolist(), strict=True))
+    # sent as numbers; WARNING read from the body; the router's from its severity text alone
+    assert severity == {"Engine": 9, "Received": 9, "WARNING": 13, "model_forward": 17, "route": 9}
+    assert batch.is_error.tolist() == [False, False, False, True, False]
+    joined = batch.span_id != 0
+    assert joined.tolist() == [False, True, False, True, True]
+    assert (batch.trace_id[joined] == TRACE_ID).all() and not batch.trace_id[~joined].any()
+    assert int(batch.time_ns[4]) == 1_767_225_600_003_500_000  # only an observed time: it stands in
+
+
+def _totals(table: Table, names: list[str]) -> dict[str, tuple[int, int]]:
+    """(records, errors) per name (one per key, templates summed), over all windows."""
+    out: dict[str, tuple[int, int]] = {}
+    for name, row in zip(names, table.sums.sum(axis=1), strict=True):
+        records, errors = out.get(name, (0, 0))
+        out[name] = (records + int(row[LogSum.RECORDS]), errors + int(row[LogSum.ERRORS]))
+    return out
+
+
+def test_the_llm_logs_join_the_operations_of_their_spans() -> None:
+    graph = ServiceGraph(retention_seconds=3600.0)
+    graph.add(decode_file(TRACE).batch)
+    graph.add_logs(decode_logs_json(LOGS.read_bytes()).batch)
+    series = window_series(graph, 1_767_225_599_000_000_000, 1_767_225_599_000_000_000, 1_767_225_602_000_000_000)
+    names = graph.names
+    nodeop = series.log_ops.keys >> 32
+    ops = [f"{names.nodes[names.nodeop_node[i]]}/{names.ops[names.nodeop_op[i]]}" for i in nodeop.tolist()]
+    assert _totals(series.log_ops, ops) == {
+        "vllm-engine/llm_request": (1, 0),
+        "vllm-worker-1/model_forward": (1, 1),
+        "router/route": (1, 0),  # a pod's record: its node from k8s.pod.name, its operation from the span
+    }
+    templates = [graph.templates.text(int(t)) for t in (series.log_ops.keys & 0xFFFFFFFF).tolist()]
+    assert any(t.startswith("Received request") for t in templates)
+    nodes = [names.nodes[i] for i in (series.logs.keys >> 32).tolist()]
+    assert _totals(series.logs, nodes) == {"vllm-engine": (3, 0), "vllm-worker-1": (1, 1), "router": (1, 0)}

@@ -1,6 +1,7 @@
 """grafana/: the dashboard's Infinity queries run against a live `rca serve` holding a simulated
 incident and return the fields its panels use; data links land on rca's pages; the provisioning,
-Alertmanager and collector examples parse (and Alertmanager's passes `amtool check-config`)."""
+Alertmanager and collector examples parse (and Alertmanager's passes `amtool check-config`); the
+collector's logs pipeline tails pod logs and its example parsers read a level and span ids."""
 
 from __future__ import annotations
 
@@ -156,7 +157,38 @@ def test_alertmanager_example_routes_to_the_webhook_with_bearer_auth(tmp_path: P
 @pytest.mark.parametrize("name", ["otel-collector.yaml", "jaeger-v2.yaml"])
 def test_collector_pipelines_forward_traces_to_rca(name: str) -> None:
     config = yaml.safe_load((GRAFANA / name).read_text())
-    (pipeline,) = config["service"]["pipelines"].values()
+    pipelines = config["service"]["pipelines"]
+    pipeline = pipelines["traces"]
     assert "otlp/rca" in pipeline["exporters"] and "otlp" in pipeline["receivers"]
     exporter = config["exporters"]["otlp/rca"]
     assert exporter["endpoint"].endswith(":4317") and exporter["headers"]["authorization"].startswith("Bearer ")
+    for wired in pipelines.values():  # every component a pipeline names is configured
+        for kind in ("receivers", "processors", "exporters"):
+            assert set(wired.get(kind, [])) <= set(config[kind]), (kind, wired)
+
+
+def test_collector_logs_pipeline_tails_pod_logs_and_forwards_them_to_rca() -> None:
+    config = yaml.safe_load((GRAFANA / "otel-collector.yaml").read_text())
+    logs = config["service"]["pipelines"]["logs"]
+    assert set(logs["receivers"]) == {"otlp", "filelog"} and logs["processors"] == ["batch"]
+    assert logs["exporters"] == ["otlp/rca"]  # the traces' exporter: rca's one gRPC port
+    filelog = config["receivers"]["filelog"]
+    assert filelog["include"] == ["/var/log/pods/*/*/*.log"]
+    operators = filelog["operators"]
+    assert operators[0]["type"] == "container"  # unwraps the runtime's line, sets k8s.pod.name
+    parsers = {op["id"]: op for op in operators if op["type"] == "regex_parser"}
+    assert all(op["on_error"] == "send_quiet" for op in parsers.values())  # unparsed lines are kept
+    level = re.search(parsers["level"]["regex"], "12:00:01.5 ERROR payment failed: timeout")
+    assert level is not None and level["level"] == "ERROR"
+    assert parsers["level"]["severity"]["parse_from"] == "attributes.level"
+    line = "GET /cart 200 trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7 in 12ms"
+    ids = re.search(parsers["trace_ids"]["regex"], line)
+    assert ids is not None and ids.groupdict() == {
+        "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+        "span_id": "00f067aa0ba902b7",
+    }
+    trace = parsers["trace_ids"]["trace"]
+    assert {k: v["parse_from"] for k, v in trace.items()} == {
+        "trace_id": "attributes.trace_id",
+        "span_id": "attributes.span_id",
+    }

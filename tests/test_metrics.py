@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 
 from api.metrics import ServiceMetrics
+from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_proto import decode_protobuf
 from rca.alerts import Alert, AlertStatus
 from rca.graph import ServiceGraph
@@ -20,6 +21,7 @@ from rca.ingestion import Ingestor
 from rca.ranking import Cause, Fault, Ranking
 from rca.receiving import SpanSink
 from rca.store import IncidentStore
+from tests.logfactory import logs_request, record
 from tests.spanfactory import T0, request, sid, span
 
 MS = 1_000_000
@@ -113,6 +115,21 @@ def test_exposition_counts_what_the_service_did(wired: Wired) -> None:
         labels = (("fault", "latency"), ("incident", summary.incident.id), ("node", node), ("service", node))
         assert s[("rca_node_root_cause_probability", labels)] == pytest.approx(p)
         assert s[("rca_service_health", (("service", node),))] == pytest.approx(1 - p)
+
+
+def test_log_records_are_counted_from_receipt_to_templates(wired: Wired) -> None:
+    records = [record(f"order {n} shipped in {n * 3} ms") for n in range(5)] + [record("cache miss", time=0)]
+    with wired.sink.admit():
+        wired.sink.export_logs(decode_logs_protobuf(logs_request("shipping", records)))
+    s = wired.samples()
+    assert s[("rca_log_records_received_total", ())] == 5
+    [(labels, rejected)] = [(k[1], v) for k, v in s.items() if k[0] == "rca_log_records_rejected_total"]
+    assert rejected == 1 and "timestamp" in dict(labels)["reason"]
+    assert not [k for k in s if k[0] == "rca_log_records_dropped_total"]
+    assert s[("rca_graph_log_records_total", ())] == 5
+    assert s[("rca_graph_late_log_records_total", ())] == 0
+    assert s[("rca_log_templates", ())] == 1  # five records of one template
+    assert s[("rca_spans_received_total", ())] == 0
 
 
 def test_resolved_incidents_leave_the_posterior_gauges(wired: Wired) -> None:

@@ -1,4 +1,4 @@
-"""SpanBatch → OTLP protobuf → SpanBatch gives back the same spans."""
+"""SpanBatch → OTLP protobuf → SpanBatch gives back the same spans; LogBatch likewise."""
 
 from __future__ import annotations
 
@@ -6,16 +6,20 @@ import math
 
 import numpy as np
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.otlp_encode import encode_batch
+from ingest.otlp_encode import encode_batch, encode_log_batch
+from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_proto import decode_protobuf
 from rca.builder import SpanBatchBuilder
 from rca.conventions import AttrValue
-from rca.datasets.nezha import default_root, read_trace_csv
+from rca.datasets.nezha import default_root, read_log_csv, read_trace_csv
+from rca.logs import LogBatch
 from rca.spans import KIND_CLIENT, KIND_SERVER, Signal, SpanBatch
 
 NEZHA_MINUTE = default_root() / "nezha-dev" / "2023-01-29" / "trace" / "08_43_trace.csv.gz"
+NEZHA_LOG_MINUTE = default_root() / "nezha-dev" / "2023-01-29" / "log" / "08_43_log.csv.gz"
 
 
 def _rows(batch: SpanBatch) -> set[tuple[object, ...]]:
@@ -168,3 +172,82 @@ def test_empty_batch_and_bad_limit() -> None:
     assert encode_batch(SpanBatch.empty()) == []
     with pytest.raises(ValueError, match="max_spans"):
         encode_batch(_handmade(), 0)
+
+
+def _log_rows(batch: LogBatch) -> list[tuple[object, ...]]:
+    """Each record with its service resolved, in row order (a message groups them by service)."""
+    return [
+        (
+            int(batch.time_ns[r]),
+            batch.strings[int(batch.service[r])],
+            tuple(batch.trace_id[r].tolist()),
+            int(batch.span_id[r]),
+            int(batch.severity[r]),
+            batch.body[r],
+        )
+        for r in range(len(batch))
+    ]
+
+
+def _decoded_logs(messages: list[bytes]) -> list[LogBatch]:
+    results = [decode_logs_protobuf(message) for message in messages]
+    assert all(result.rejected == 0 for result in results)
+    return [result.batch for result in results]
+
+
+def _handmade_logs() -> LogBatch:
+    """Records of two services: joined to a span, without ids, an error, a warning, a top-bit id."""
+    return LogBatch(
+        time_ns=np.array([1_700_000_000_000_000_000 + i * 1000 for i in range(5)], np.int64),
+        service=np.array([0, 1, 0, 1, 1], np.int32),
+        trace_id=np.array([[1, 2], [0, 0], [1, 2], [0, 0], [1 << 63, 5]], np.uint64),
+        span_id=np.array([7, 0, 8, 0, (1 << 64) - 1], np.uint64),
+        severity=np.array([9, 17, 13, 21, 5], np.int8),
+        body=("engine step 12 done", "CUDA out of memory", "slow batch", "Traceback (most recent call last)", ""),
+        strings=("llm", "gateway"),
+    )
+
+
+def test_log_batch_round_trips_records_services_ids_severity_and_bodies() -> None:
+    batch = _handmade_logs()
+    (decoded,) = _decoded_logs(encode_log_batch(batch))
+    assert sorted(_log_rows(decoded), key=repr) == sorted(_log_rows(batch), key=repr)
+    assert set(decoded.strings) == {"llm", "gateway"}
+
+
+def test_log_resources_group_by_service_and_ids_only_where_named() -> None:
+    request = ExportLogsServiceRequest()
+    request.ParseFromString(encode_log_batch(_handmade_logs())[0])
+    services = [rl.resource.attributes[0].value.string_value for rl in request.resource_logs]
+    assert services == ["llm", "gateway"]
+    records = [r for rl in request.resource_logs for sl in rl.scope_logs for r in sl.log_records]
+    assert [r.severity_number for r in records] == [9, 13, 17, 21, 5]  # grouped: llm's, then gateway's
+    assert records[0].trace_id == (1).to_bytes(8, "big") + (2).to_bytes(8, "big")
+    assert records[0].span_id == (7).to_bytes(8, "big")
+    assert records[2].trace_id == b"" and records[2].span_id == b""
+    assert all(r.time_unix_nano == r.observed_time_unix_nano for r in records)
+
+
+@pytest.mark.parametrize("max_records", [1, 2, 5])
+def test_max_records_splits_log_messages(max_records: int) -> None:
+    batch = _handmade_logs()
+    parts = _decoded_logs(encode_log_batch(batch, max_records))
+    assert len(parts) == math.ceil(len(batch) / max_records)
+    assert all(len(part) <= max_records for part in parts)
+    for lo, part in zip(range(0, len(batch), max_records), parts, strict=True):  # consecutive rows per message
+        expected = _log_rows(batch)[lo : lo + max_records]
+        assert sorted(_log_rows(part), key=repr) == sorted(expected, key=repr)
+
+
+def test_empty_log_batch_and_bad_limit() -> None:
+    assert encode_log_batch(LogBatch.empty()) == []
+    with pytest.raises(ValueError, match="max_records"):
+        encode_log_batch(_handmade_logs(), 0)
+
+
+def test_nezha_log_minute_round_trips() -> None:
+    if not NEZHA_LOG_MINUTE.exists():
+        pytest.skip(f"Nezha dataset absent: expected {NEZHA_LOG_MINUTE} (see shared/datasets/README.md)")
+    batch = read_log_csv(NEZHA_LOG_MINUTE)
+    (decoded,) = _decoded_logs(encode_log_batch(batch, max_records=len(batch)))
+    assert sorted(_log_rows(decoded), key=repr) == sorted(_log_rows(batch), key=repr)

@@ -8,7 +8,7 @@ import grpc
 import pytest
 from starlette.testclient import TestClient
 
-from ingest.grpc_receiver import TraceServiceHandler, start_grpc_server
+from ingest.grpc_receiver import ExportHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
 from rca.graph import ServiceGraph
 from rca.ingestion import Ingestor, Overloaded
@@ -73,9 +73,7 @@ def test_http_overload_is_503_with_retry_after(stalled: tuple[_BlockedGraph, Spa
 
 def test_grpc_overload_is_unavailable_with_retry_info(stalled: tuple[_BlockedGraph, SpanSink]) -> None:
     _, sink = stalled
-    server, port = start_grpc_server(
-        TraceServiceHandler(sink, api_token=None), "127.0.0.1:0", max_message_bytes=1 << 20
-    )
+    server, port = start_grpc_server(ExportHandler(sink, api_token=None), "127.0.0.1:0", max_message_bytes=1 << 20)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
@@ -91,9 +89,7 @@ def test_grpc_overload_is_unavailable_with_retry_info(stalled: tuple[_BlockedGra
 
 def test_requests_beyond_the_queue_bound_are_refused_before_decoding() -> None:
     sink = SpanSink(Ingestor(ServiceGraph(), queue_size=2))
-    server, port = start_grpc_server(
-        TraceServiceHandler(sink, api_token=None), "127.0.0.1:0", max_message_bytes=1 << 20
-    )
+    server, port = start_grpc_server(ExportHandler(sink, api_token=None), "127.0.0.1:0", max_message_bytes=1 << 20)
     try:
         with sink.admit(), sink.admit(), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from ingest.files import decode_file
 from rca.alerts import parse_rfc3339_ns
@@ -80,6 +81,28 @@ def test_json_traces_are_otlp_json_with_hex_ids(written: Path) -> None:
     span = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     assert re.fullmatch("[0-9a-f]{32}", span["traceId"]) and re.fullmatch("[0-9a-f]{16}", span["spanId"])
     assert isinstance(span["kind"], int) and isinstance(span["startTimeUnixNano"], str)
+
+
+def test_log_files_hold_every_record_of_the_case(written: Path) -> None:
+    case = simulate(SCENARIO, seed=SEED, rate=RATE)
+    request = ExportLogsServiceRequest.FromString((written / "logs.pb").read_bytes())
+    wire = [(r.resource.attributes[0].value.string_value, x) for r in request.resource_logs for x in r.scope_logs]
+    records = [(service, record) for service, scope in wire for record in scope.log_records]
+    expected = sorted(
+        (b.strings[s], int(t), body, int(v))
+        for b in case.logs
+        for s, t, body, v in zip(b.service, b.time_ns, b.body, b.severity, strict=True)
+    )
+    got = sorted((s, r.time_unix_nano, r.body.string_value, r.severity_number) for s, r in records)
+    assert len(got) == case.log_records > 0 and got == expected
+    spans = {int(i) for b in case.batches for i in b.span_id}
+    assert all(int.from_bytes(r.span_id, "big") in spans for _, r in records if r.span_id)
+    document = json.loads((written / "logs.json").read_text())
+    in_json = [x for r in document["resourceLogs"] for s in r["scopeLogs"] for x in s["logRecords"]]
+    assert len(in_json) == case.log_records
+    spanned = next(x for x in in_json if "spanId" in x)
+    assert re.fullmatch("[0-9a-f]{32}", spanned["traceId"]) and re.fullmatch("[0-9a-f]{16}", spanned["spanId"])
+    assert isinstance(spanned["severityNumber"], int) and isinstance(spanned["timeUnixNano"], str)
 
 
 def test_truth_json_names_the_fault(written: Path) -> None:

@@ -1,11 +1,12 @@
-"""`rca demo`'s live driver: a simulated LLM-serving case through the real OpenTelemetry SDK and
-OTLP/gRPC exporter into a running `rca serve`."""
+"""`rca demo`'s live driver: a simulated LLM-serving case (spans, then log records) through the real
+OpenTelemetry SDK and OTLP/gRPC exporters into a running `rca serve`."""
 
 from __future__ import annotations
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.sdk_replay import replay_with_sdk
+from benchmarks.sdk_replay import replay_logs_with_sdk, replay_with_sdk
 from rca.simulation import simulate
 from tests.conftest import Server
 
@@ -24,3 +25,14 @@ def test_sdk_replay_delivers_every_span_to_rca_serve(server: Server) -> None:
     assert {"qdrant", "redis", "postgresql"} <= {k for k, n in nodes.items() if n["detail__kind"] == "virtual"}
     edges = {(e["source"], e["target"]) for e in response.json()["edges"]}
     assert ("vllm-engine", "vllm-worker-0") in edges and ("router", "vllm-engine") in edges
+
+
+def test_sdk_log_replay_delivers_every_record_to_rca_serve(server: Server) -> None:
+    case = simulate("llm-errors", seed=4, rate=0.15)
+    assert replay_with_sdk(case, server.otlp_grpc) == case.spans
+    assert replay_logs_with_sdk(case, server.otlp_grpc) == case.log_records > 0
+    text = httpx.get(f"{server.api}/metrics", timeout=30).text
+    samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if not s.labels}
+    assert samples["rca_log_records_received_total"] == case.log_records  # the providers shut down: all acked
+    assert samples["rca_graph_log_records_total"] == case.log_records
+    assert samples["rca_graph_late_log_records_total"] == 0

@@ -270,6 +270,16 @@ def _log_line(raw: str) -> tuple[str, str]:
     return (match["level"], match["body"]) if match else ("", line)
 
 
+def _log_times(stamps: Sequence[str], nanos: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Each row's TimeUnixNano; where the source wrote garbage there (a negative number), its UTC
+    Timestamp column instead (ISO 8601, milliseconds)."""
+    times = np.array(list(map(int, nanos)), np.int64)
+    for i in np.flatnonzero(times <= 0).tolist():
+        moment = datetime.fromisoformat(stamps[i].removesuffix("Z")).replace(tzinfo=UTC)
+        times[i] = int(moment.timestamp() * 1_000_000) * 1000
+    return times
+
+
 def read_log_csv(path: Path) -> LogBatch:
     """One gzipped Nezha log minute file as a `LogBatch`, rows in file order."""
     with gzip.open(path, "rt", newline="") as text:
@@ -283,13 +293,13 @@ def read_log_csv(path: Path) -> LogBatch:
     if any(len(row) < len(LOG_COLUMNS) for row in rows):
         raise ValueError(f"{path}: a row has fewer than {len(LOG_COLUMNS)} fields")
     # A few source rows carry a second, interleaved write after the log line: its first fields stand.
-    _, time_ns, _, pod, _, trace, span, raw = zip(*(row[: len(LOG_COLUMNS)] for row in rows), strict=True)
+    stamp, time_ns, _, pod, _, trace, span, raw = zip(*(row[: len(LOG_COLUMNS)] for row in rows), strict=True)
     services: dict[str, int] = {}
     pod_code = {name: services.setdefault(service_of(name), len(services)) for name in dict.fromkeys(pod)}
     levels, bodies = zip(*map(_log_line, raw), strict=True)
     n = len(rows)
     return LogBatch(
-        time_ns=np.array(list(map(int, time_ns)), np.int64),
+        time_ns=_log_times(stamp, time_ns),
         service=np.array([pod_code[name] for name in pod], np.int32),
         trace_id=_hex_ids([t or "0" * 32 for t in trace], 32, path),
         span_id=_hex_ids([t or "0" * 16 for t in span], 16, path).reshape(n),

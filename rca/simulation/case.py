@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rca.logs import LogBatch
 from rca.spans import SpanBatch
 
 
@@ -25,12 +26,13 @@ class Truth:
 
 @dataclass(frozen=True, slots=True)
 class SimulatedCase:
-    """Spans in event-time order (chunks of `BATCH_SECONDS`), Alertmanager v4 webhook bodies in
-    send order and the event time each is sent at (`webhook_times_ns`, same order). Every span
-    lies in [start_ns, end_ns)."""
+    """Spans and log records in event-time order (chunks of `BATCH_SECONDS`), Alertmanager v4
+    webhook bodies in send order and the event time each is sent at (`webhook_times_ns`, same
+    order). Every span and record lies in [start_ns, end_ns)."""
 
     truth: Truth
     batches: tuple[SpanBatch, ...]
+    logs: tuple[LogBatch, ...]
     webhooks: tuple[dict[str, object], ...]
     webhook_times_ns: tuple[int, ...]
     start_ns: int
@@ -39,3 +41,7 @@ class SimulatedCase:
     @property
     def spans(self) -> int:
         return sum(len(b) for b in self.batches)
+
+    @property
+    def log_records(self) -> int:
+        return sum(len(b) for b in self.logs)

@@ -69,12 +69,19 @@ class SpanColumns:
         )
 
 
+def chunk_bounds(times: npt.NDArray[np.int64], start_ns: int, seconds: float) -> list[tuple[int, int]]:
+    """Row ranges of consecutive event-time chunks of sorted `times` (empty chunks left out)."""
+    if times.shape[0] == 0:
+        return []
+    width = int(seconds * 1e9)
+    edges = np.searchsorted(times, np.arange(start_ns + width, int(times[-1]) + width + 1, width))
+    bounds = np.unique(np.concatenate([[0], edges, [times.shape[0]]]))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+
+
 def chunks(batch: SpanBatch, start_ns: int, seconds: float) -> tuple[SpanBatch, ...]:
     """Consecutive event-time chunks of a start-sorted batch (empty chunks left out)."""
-    width = int(seconds * 1e9)
-    edges = np.searchsorted(batch.start_ns, np.arange(start_ns + width, int(batch.start_ns[-1]) + width + 1, width))
-    bounds = np.unique(np.concatenate([[0], edges, [len(batch)]]))
-    return tuple(_rows(batch, lo, hi) for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+    return tuple(_rows(batch, lo, hi) for lo, hi in chunk_bounds(batch.start_ns, start_ns, seconds))
 
 
 def _rows(batch: SpanBatch, lo: int, hi: int) -> SpanBatch:

@@ -11,7 +11,6 @@ parallel, network time on remote calls; errors propagate up), then place start t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +18,7 @@ import numpy.typing as npt
 from rca.ranking import Fault
 from rca.simulation.columns import SpanColumns
 from rca.simulation.faults import CallChange, FaultPlan
+from rca.simulation.invocations import SEQ, Attempt, Invocations
 from rca.simulation.llm import sample_requests
 from rca.simulation.topology import CompiledTopology, Role
 from rca.simulation.traffic import Hiccups, Traffic
@@ -31,13 +31,6 @@ FAULT_RETRY = 0.85  # calls retried under a call_structure retry fault
 ERROR_PROPAGATION = 0.5  # chance a failed call fails its caller's span too
 LOAD_EXPONENT = 0.3  # self time grows with load
 NETWORK_S = 3e-4  # median one-way network time of a remote call
-_SEQ = 1024  # sibling order key: call index * _SEQ + position
-
-
-class Attempt(IntEnum):
-    OK = 0
-    FAILED = 1  # a transient failure, retried (the callee fails fast and calls nothing)
-    TIMED_OUT = 2  # the client's deadline passed before the callee answered, retried
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +93,7 @@ def _calls(
             position = np.arange(caller.shape[0]) - np.repeat(np.cumsum(total) - total, total)
             t_rep, f_rep = np.repeat(timed, total), np.repeat(failed, total)
             kind = np.where(position < t_rep, Attempt.TIMED_OUT, np.where(position < t_rep + f_rep, Attempt.FAILED, 0))
-            out.append((caller, np.full(caller.shape[0], callee), ci * _SEQ + position, kind.astype(np.int64)))
+            out.append((caller, np.full(caller.shape[0], callee), ci * SEQ + position, kind.astype(np.int64)))
     if not out:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty, empty
@@ -145,6 +138,13 @@ def generate(
     ct: CompiledTopology, plan: FaultPlan, traffic: Traffic, hiccups: Hiccups, rng: np.random.Generator
 ) -> SpanBatch:
     """Every span of the case, sorted by start time."""
+    return generate_invocations(ct, plan, traffic, hiccups, rng)[0]
+
+
+def generate_invocations(
+    ct: CompiledTopology, plan: FaultPlan, traffic: Traffic, hiccups: Hiccups, rng: np.random.Generator
+) -> tuple[SpanBatch, Invocations]:
+    """Every span of the case, sorted by start time, and the invocations they came from."""
     arrivals = traffic.arrivals(rng)
     roots = rng.choice(ct.entry_ops, size=arrivals.shape[0], p=ct.entry_weights)
     active_trace = plan.active(arrivals)
@@ -161,6 +161,7 @@ def generate(
         slow *= np.where(hit, plan.magnitude * rng.lognormal(0, 0.2, n), 1.0)
     self_s = ct.op_median[op] * np.exp(ct.op_sigma[op] * rng.standard_normal(n)) * load**LOAD_EXPONENT * slow
     error = rng.random(n) < ct.op_error[op] * np.where(hiccup > 1, 3.0, 1.0)
+    failing = np.zeros(n, np.bool_)
     if plan.fault is Fault.ERRORS:
         failing = hit & (rng.random(n) < plan.magnitude)
         error |= failing
@@ -200,6 +201,7 @@ def generate(
             column = np.full(n, np.nan)
             column[llm_rows] = values
             signals[signal] = column
+    end = start + np.round(duration * 1e9).astype(np.int64)
     columns.add(
         {
             "trace": trace_ids[tree.trace],
@@ -211,10 +213,13 @@ def generate(
             "resource": np.full(n, -1),
             "kind": kind,
             "start": start,
-            "end": start + np.round(duration * 1e9).astype(np.int64),
+            "end": end,
             "error": error,
         },
         signals,
+    )
+    invocations = Invocations(
+        op, parent, tree.seq, tree.attempt, trace_ids[tree.trace], span_id, start, end, error, failing, hit, hiccup
     )
     r = np.flatnonzero(remote)
     client_start = t_root[r] + np.round(client_s[r] * 1e9).astype(np.int64)
@@ -257,7 +262,7 @@ def generate(
                 },
                 sub.signals,
             )
-    return columns.build()
+    return columns.build(), invocations
 
 
 def _durations(

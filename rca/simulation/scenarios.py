@@ -12,7 +12,8 @@ from rca.simulation.alerts import decide_alerts, notifications
 from rca.simulation.case import SimulatedCase, Truth
 from rca.simulation.columns import chunks
 from rca.simulation.faults import LLM_FAULTS, Variant, plan_fault
-from rca.simulation.generator import generate
+from rca.simulation.generator import generate_invocations
+from rca.simulation.logs import log_chunks, write_logs
 from rca.simulation.mesh import mesh
 from rca.simulation.topologies import boutique, llm
 from rca.simulation.topology import CompiledTopology, Topology
@@ -22,6 +23,7 @@ BATCH_SECONDS = 5.0
 ANCHOR_NS = 1_767_571_200 * 1_000_000_000  # 2026-01-05T00:00:00Z
 _ANCHOR_SPREAD_S = 30 * 86_400
 _RECOVERY_S = 120  # traffic after the fault, for the resolved notifications
+_LOG_STREAM = 1  # the log writer's own random stream
 
 TOPOLOGIES: dict[str, Callable[[], Topology]] = {
     "llm": llm,
@@ -76,9 +78,11 @@ def simulate(scenario: str, *, seed: int, start_ns: int | None = None, rate: flo
         raise ValueError(f"rate must be positive, got {requests}")
     traffic = Traffic(start, stop, requests, float(rng.uniform(240, 600)), float(rng.uniform(0, 2 * np.pi)))
     noisy = [ct.service_index[s] for s in ct.topology.noisy]
-    batch = generate(ct, plan, traffic, Hiccups.draw(noisy, start, stop, rng), rng)
+    batch, invocations = generate_invocations(ct, plan, traffic, Hiccups.draw(noisy, start, stop, rng), rng)
     alerts = decide_alerts(batch, ct.topology.user_facing, inject, end, rng)
     sent = notifications(alerts, rng)
+    log_rng = np.random.default_rng([seed, SCENARIOS.index(scenario), _LOG_STREAM])  # spans stay as they were
+    logs = write_logs(ct, plan, invocations, start, stop, log_rng)
     truth = Truth(
         scenario=scenario,
         seed=seed,
@@ -94,8 +98,9 @@ def simulate(scenario: str, *, seed: int, start_ns: int | None = None, rate: flo
     return SimulatedCase(
         truth=truth,
         batches=chunks(batch, start, BATCH_SECONDS),
+        logs=log_chunks(logs, start, BATCH_SECONDS),
         webhooks=tuple(n.body for n in sent),
         webhook_times_ns=tuple(n.sent_ns for n in sent),
         start_ns=start,
-        end_ns=max(stop, int(batch.end_ns.max()) + 1),
+        end_ns=max(stop, int(batch.end_ns.max()) + 1, int(logs.time_ns.max(initial=0)) + 1),
     )

@@ -106,6 +106,9 @@ class CompiledTopology:
         for o in ops:
             rows = [(self.op_index[(c.service, c.operation)], c.probability, c.max_count) for c in o.calls]
             self.calls.append(np.array(rows, np.float64).reshape(-1, 3))
+        # every call flat, operation by operation: op's calls are rows call_offset[op]:call_offset[op + 1]
+        self.call_offset = np.concatenate([[0], np.cumsum([c.shape[0] for c in self.calls])]).astype(np.int64)
+        self.call_callee = np.concatenate([c[:, 0] for c in self.calls] + [np.zeros(0)]).astype(np.int64)
         self.entry_ops = np.array([self.op_index[(s, o)] for s, o, _ in topology.entries], np.int64)
         weights = np.array([w for _, _, w in topology.entries])
         self.entry_weights = weights / weights.sum()
