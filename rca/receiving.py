@@ -70,34 +70,30 @@ class SpanSink:
 
     def export(self, result: DecodeResult) -> ExportOutcome:
         """Queues the accepted spans; raises `Overloaded` (nothing kept) when full."""
-        self._decoded()
-        accepted = len(result.batch)
-        try:
-            self.ingestor.submit(result.batch)
-        except Overloaded:
-            with self._lock:
-                self.dropped["overload"] += accepted
-            raise
-        with self._lock:
-            self.received += accepted
-            for r in result.rejections:
-                self.rejected[r.reason] += r.count
-        return ExportOutcome(accepted, result.rejected, result.message)
+        return self._export(result, self.rejected, self.dropped, logs=False)
 
     def export_logs(self, result: LogDecodeResult) -> ExportOutcome:
         """Queues the accepted log records; raises `Overloaded` (nothing kept) when full."""
+        return self._export(result, self.logs_rejected, self.logs_dropped, logs=True)
+
+    def _export(
+        self, result: DecodeResult | LogDecodeResult, rejected: Counter[str], dropped: Counter[str], *, logs: bool
+    ) -> ExportOutcome:
         self._decoded()
         accepted = len(result.batch)
         try:
             self.ingestor.submit(result.batch)
         except Overloaded:
             with self._lock:
-                self.logs_dropped["overload"] += accepted
+                dropped["overload"] += accepted
             raise
         with self._lock:
-            self.logs_received += accepted
+            if logs:
+                self.logs_received += accepted
+            else:
+                self.received += accepted
             for r in result.rejections:
-                self.logs_rejected[r.reason] += r.count
+                rejected[r.reason] += r.count
         return ExportOutcome(accepted, result.rejected, result.message)
 
     def _decoded(self) -> None:
