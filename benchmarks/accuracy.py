@@ -30,12 +30,12 @@ from benchmarks.peers import pagerank_ranking, threshold_ranking
 from benchmarks.rcaeval_peers import GRAPH_PEERS, SPAN_PEERS, prepare
 from benchmarks.serve_process import launch
 from ingest.otlp_encode import encode_batch, encode_log_batch
+from models.training import REPLAY_PAST_ALERT_NS
 from rca.graph import ServiceGraph
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 EXPORT_LOGS = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 SIGNALS = ("traces+logs", "traces")  # what rca is sent; the first is the default
-REPLAY_PAST_ALERT_NS = 60 * 1_000_000_000
 LOOKBACK_NS = 300 * 1_000_000_000
 START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
 PeerMethod = Callable[[ServiceGraph, Sequence[str], int, int], list[str]]

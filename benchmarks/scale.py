@@ -25,11 +25,12 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from benchmarks.accuracy import EXPORT, LOOKBACK_NS, REPLAY_PAST_ALERT_NS, START_NS, _get, _post
+from benchmarks.accuracy import EXPORT, LOOKBACK_NS, START_NS, _get, _post
 from benchmarks.cases import nezha_webhook
 from benchmarks.serve_process import launch
 from ingest.otlp_encode import encode_batch
 from models.ranker import BayesianRanker
+from models.training import REPLAY_PAST_ALERT_NS
 from rca.graph import ServiceGraph
 from rca.incidents_topology import topology_between
 from rca.ranking import Fault

@@ -25,6 +25,7 @@ import numpy.typing as npt
 from rca.evidence import MAX_SCORE, N_FAULTS, F
 from rca.ranking import Fault
 
+N_RELATIONS = 6  # `models.structure.Relation`: none, ancestor, measured, peer, network, collective
 LLM_FAULTS = (
     Fault.GPU_MEMORY_BANDWIDTH,
     Fault.KV_CACHE_FRAGMENTATION,
@@ -51,12 +52,13 @@ def _default_relations() -> list[list[float]]:
     """How often a node related to the root (`models.structure.Relation`: none, ancestor,
     measured callee, tensor-parallel peer, callee's network) shows signal f because of the root's
     fault."""
-    none, ancestor, measured, peer, network = [0.0] * N_FAULTS, *([0.01] * N_FAULTS for _ in range(4))
+    none, ancestor, measured, peer, network, collective = [0.0] * N_FAULTS, *([0.01] * N_FAULTS for _ in range(5))
     ancestor[F[Fault.LATENCY]], ancestor[F[Fault.ERRORS]], ancestor[F[Fault.CALL_STRUCTURE]] = 0.1, 0.5, 0.3
     measured[F[Fault.LATENCY]], measured[F[Fault.ERRORS]] = 0.3, 0.9
-    peer[F[Fault.NCCL_COMMUNICATION]], peer[F[Fault.LATENCY]] = 0.8, 0.3
+    peer[F[Fault.LATENCY]] = 0.05  # a sibling replica takes the load its faulty twin sheds
     network[F[Fault.LATENCY]] = 0.3  # a starved caller is slow in all its client calls
-    return [none, ancestor, measured, peer, network]
+    collective[F[Fault.NCCL_COMMUNICATION]] = 0.8  # lockstep: every rank waits for the slowest
+    return [none, ancestor, measured, peer, network, collective]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,7 @@ class HealthParams:
     )
     # Where a related node's driven signal sits: effects weaken as they spread, so the node with
     # the strongest signal is the likelier root. Row per relation, like `relation_weight`.
-    relation_loc: tuple[tuple[float, ...], ...] = ((math.log(5.0),) * N_FAULTS,) * 5
+    relation_loc: tuple[tuple[float, ...], ...] = ((math.log(5.0),) * N_FAULTS,) * N_RELATIONS
     temperature: float = 1.0
 
     def array(self, name: str, xp: ModuleType = np) -> Any:
@@ -157,7 +159,13 @@ def load_params(path: Path = SHIPPED) -> HealthParams:
         fault_loc=floats("fault_loc"),
         fault_scale=floats("fault_scale"),
         activation=tuple(tuple(float(x) for x in row) for row in raw["activation"]),
-        relation_weight=tuple(tuple(float(x) for x in row) for row in raw["relation_weight"]),
-        relation_loc=tuple(tuple(float(x) for x in row) for row in raw["relation_loc"]),
+        relation_weight=_relation_rows(raw["relation_weight"], HealthParams().relation_weight),
+        relation_loc=_relation_rows(raw["relation_loc"], HealthParams().relation_loc),
         temperature=float(raw["temperature"]),
     )
+
+
+def _relation_rows(rows: list[list[float]], default: tuple[tuple[float, ...], ...]) -> tuple[tuple[float, ...], ...]:
+    """Per-relation rows from JSON; relations a file predates take their defaults."""
+    read = tuple(tuple(float(x) for x in row) for row in rows)
+    return read + default[len(read) :]

@@ -2,11 +2,12 @@
 
 Faults propagate callee → caller. The candidates are the alerting nodes and every node they
 depend on (reachable along caller → callee edges). Besides the root itself, a root's fault shows
-on four kinds of other nodes (`Relation`): its ancestors (the candidates that reach it: callers
+on five kinds of other nodes (`Relation`): its ancestors (the candidates that reach it: callers
 on the way to an alerting node); the uninstrumented callees whose only evidence is the root's own
-client spans; its tensor-parallel peers (nodes with NCCL collectives under a common caller), which
-wait for it in every collective; and the network nodes of its callees, measured by its own client
-calls.
+client spans; its siblings (called by one of its callers: replicas that take shed load); the
+network nodes of its callees, measured by its own client calls; and the ranks of its
+communicator (nodes with NCCL collectives under a common caller), which wait for it in every
+collective.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ class Relation(IntEnum):
     NONE = 0
     ANCESTOR = 1
     MEASURED = 2  # an uninstrumented callee of r, seen only through r's client spans
-    PEER = 3  # a tensor-parallel peer of r (or of the worker owning r)
+    PEER = 3  # a sibling of r: called by one of r's callers, not in r's communicator (replicas)
     NETWORK = 4  # the network node of one of r's callees, timed by r's client calls
+    COLLECTIVE = 5  # a rank in r's communicator (lockstep collectives): it waits for r
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,18 +91,14 @@ def causal_structure(
     direct = inner.toarray() > 0
     reach = np.isfinite(shortest_path(inner, directed=True, unweighted=True))
     relation = np.zeros((candidates.shape[0], candidates.shape[0]), np.int8)
+    services = np.ones(candidates.shape[0], np.bool_)  # replicas are services: not virtual, not network
+    for mask in (virtual, network):
+        if mask is not None:
+            services &= ~mask[candidates]
+    siblings = (direct.T.astype(np.int32) @ direct.astype(np.int32)) > 0  # [r, i]: a caller calls both
+    relation[siblings & services[:, None] & services[None, :]] = Relation.PEER
     if collective is not None and owner is not None and collective[candidates].any():
-        mine = collective[candidates]
-        position = np.searchsorted(candidates, owner[candidates])
-        known = (position < candidates.shape[0]) & (
-            candidates[np.minimum(position, len(candidates) - 1)] == owner[candidates]
-        )
-        worker = np.where(known, position, np.arange(candidates.shape[0]))  # each candidate's owning worker
-        shared_caller = (direct[:, mine].T.astype(np.int32) @ direct.astype(np.int32)) > 0  # (collective, R)
-        peers = np.zeros(relation.shape, np.bool_)
-        peers[np.flatnonzero(mine)] = shared_caller & mine[None, :]
-        relation[peers[worker]] = Relation.PEER
-        relation[np.arange(candidates.shape[0]), worker] = Relation.NONE
+        relation[_communicators(candidates, direct, collective, owner)] = Relation.COLLECTIVE
     if virtual is not None:
         relation[direct & virtual[candidates][None, :]] = Relation.MEASURED
     if network is not None:
@@ -108,6 +106,25 @@ def causal_structure(
     relation[reach.T] = Relation.ANCESTOR  # reach[i, r]: i reaches r, so i is r's ancestor
     np.fill_diagonal(relation, Relation.NONE)
     return CausalStructure(candidates, relation, predecessor)
+
+
+def _communicators(
+    candidates: Index, direct: npt.NDArray[np.bool_], collective: npt.NDArray[np.bool_], owner: Index
+) -> npt.NDArray[np.bool_]:
+    """[r, i]: candidate i is a rank in the communicator of candidate r (or of the worker owning
+    r, such as its GPU): nodes with NCCL signals under a common caller run in lockstep."""
+    mine = collective[candidates]
+    position = np.searchsorted(candidates, owner[candidates])
+    known = (position < candidates.shape[0]) & (
+        candidates[np.minimum(position, len(candidates) - 1)] == owner[candidates]
+    )
+    worker = np.where(known, position, np.arange(candidates.shape[0]))  # each candidate's owning worker
+    shared_caller = (direct[:, mine].T.astype(np.int32) @ direct.astype(np.int32)) > 0  # (collective, R)
+    ranks = np.zeros((candidates.shape[0], candidates.shape[0]), np.bool_)
+    ranks[np.flatnonzero(mine)] = shared_caller & mine[None, :]
+    lockstep = ranks[worker]
+    lockstep[np.arange(candidates.shape[0]), worker] = False
+    return lockstep
 
 
 def evidence_structure(evidence: NodeEvidence, alert_nodes: Sequence[str]) -> CausalStructure:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.train import training_case
 from models.fitting import Case, calibration
 from models.health import HealthParams, load_params
 from models.ranker import BayesianRanker
+from models.training import training_case
 from rca.simulation import SCENARIOS
 
 SCENARIOS_UNDER_TEST = tuple(s for s in SCENARIOS if s.startswith(("llm-", "boutique-")))
