@@ -1,4 +1,5 @@
-"""Incidents, their alerts and their latest ranking in a database (SQLAlchemy Core).
+"""Incidents, their alerts, their latest ranking and responders' labels in a database
+(SQLAlchemy Core; the tables and the migration are `rca.store_schema`).
 
 SQLite is embedded by default (WAL, synchronous commits); a postgresql:// URL runs the same code
 on PostgreSQL. Every write is one transaction, committed before the method returns.
@@ -8,109 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Column,
-    Connection,
-    Engine,
-    ForeignKey,
-    Integer,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    create_engine,
-    event,
-    func,
-    select,
-    tuple_,
-)
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection, Engine, func, select, tuple_
 
 from rca.alerts import Alert, AlertStatus
+from rca.evidence_codec import evidence_from_json, evidence_to_json
 from rca.incidents import Incident, IncidentStatus, StoredRanking
+from rca.labels import Label, LabelledIncident, Snapshot
+from rca.ranking import Fault
 from rca.store_codec import ranking_from_bytes, ranking_to_bytes
+from rca.store_schema import StoreError, alerts, incidents, labels, metadata, open_engine, rankings
 
-metadata = MetaData()
-incidents = Table(
-    "incidents",
-    metadata,
-    Column("id", String(64), primary_key=True),
-    Column("status", String(16), nullable=False, index=True),
-    Column("started_at_ns", BigInteger, nullable=False, index=True),
-    Column("ended_at_ns", BigInteger),
-    Column("alert_count", Integer, nullable=False),
-    Column("services", JSON, nullable=False),
-    Column("updated_ns", BigInteger, nullable=False),
-)
-alerts = Table(
-    "alerts",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("incident_id", String(64), ForeignKey("incidents.id"), nullable=False, index=True),
-    Column("fingerprint", String(128), nullable=False),
-    Column("starts_at_ns", BigInteger, nullable=False),
-    Column("ends_at_ns", BigInteger),
-    Column("status", String(16), nullable=False),
-    Column("service", String(512)),
-    Column("labels", JSON, nullable=False),
-    Column("annotations", JSON, nullable=False),
-    Column("generator_url", Text, nullable=False),
-    Column("received_ns", BigInteger, nullable=False),
-    UniqueConstraint("fingerprint", "starts_at_ns", name="uq_alert"),
-)
-rankings = Table(
-    "rankings",
-    metadata,
-    Column("incident_id", String(64), ForeignKey("incidents.id"), primary_key=True),
-    Column("alert_nodes", JSON, nullable=False),
-    Column("ranking", LargeBinary, nullable=False),  # MessagePack (`rca.store_codec`)
-    Column("updated_ns", BigInteger, nullable=False),
-)
-
-
-class StoreError(RuntimeError):
-    """The database cannot be opened or its tables created."""
+__all__ = ["IncidentStore", "Placement", "StoreError", "metadata", "open_engine"]
 
 
 @dataclass(frozen=True, slots=True)
 class Placement:
     alert: Alert
     incident_id: str
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=FULL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=10000")
-    cursor.close()
-
-
-def open_engine(url: str) -> Engine:
-    """An engine for `url`, creating an SQLite file's directory and every table; a plain
-    postgresql:// URL uses the psycopg (3) driver. Raises StoreError."""
-    try:
-        parsed = make_url(url)
-        if parsed.drivername == "postgresql":
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
-        if engine.dialect.name == "sqlite":
-            event.listen(engine, "connect", _sqlite_pragmas)
-        metadata.create_all(engine)
-    except (SQLAlchemyError, ImportError, OSError) as exc:
-        raise StoreError(f"cannot open {url}: {exc}") from exc
-    return engine
 
 
 def _alert(row: Any) -> Alert:
@@ -144,8 +61,9 @@ class IncidentStore:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str) -> IncidentStore:
-        return cls(open_engine(url))
+    def open(cls, url: str, *, create: bool = True) -> IncidentStore:
+        """The store at `url` (`open_engine`: with `create` false a missing SQLite file is an error)."""
+        return cls(open_engine(url, create=create))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -306,3 +224,48 @@ class IncidentStore:
                 r.incident_id: StoredRanking(ranking_from_bytes(r.ranking, top), tuple(r.alert_nodes))
                 for r in conn.execute(query)
             }
+
+    # -- labels -----------------------------------------------------------------------------
+
+    def save_label(self, labelled: LabelledIncident) -> None:
+        """Stores a responder's label with its snapshot, replacing the incident's earlier label."""
+        label, snapshot = labelled.label, labelled.snapshot
+        values = {
+            "node": label.node,
+            "fault": None if label.fault is None else label.fault.value,
+            "note": label.note,
+            "created_ns": label.created_at_ns,
+            "alert_nodes": list(snapshot.alert_nodes),
+            "start_ns": snapshot.start_ns,
+            "end_ns": snapshot.end_ns,
+            "evidence": evidence_to_json(snapshot.evidence),
+        }
+        with self.engine.begin() as conn:
+            done = conn.execute(labels.update().where(labels.c.incident_id == label.incident_id).values(**values))
+            if done.rowcount == 0:
+                conn.execute(labels.insert().values(incident_id=label.incident_id, **values))
+
+    def label(self, incident_id: str) -> LabelledIncident | None:
+        """The incident's label; ValueError when its snapshot can't be read."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(labels).where(labels.c.incident_id == incident_id)).first()
+        return None if row is None else _labelled(row)
+
+    def labelled(self) -> tuple[list[LabelledIncident], dict[str, str]]:
+        """Every label with its snapshot, oldest first, and apart, per incident, why a label's
+        snapshot can't be read (one stored before `NodeEvidence` changed, say)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(labels).order_by(labels.c.created_ns, labels.c.incident_id)).all()
+        readable, unreadable = [], {}
+        for row in rows:
+            try:
+                readable.append(_labelled(row))
+            except ValueError as exc:
+                unreadable[row.incident_id] = str(exc)
+        return readable, unreadable
+
+
+def _labelled(row: Any) -> LabelledIncident:
+    label = Label(row.incident_id, row.node, None if row.fault is None else Fault(row.fault), row.note, row.created_ns)
+    snapshot = Snapshot(evidence_from_json(row.evidence), tuple(row.alert_nodes), row.start_ns, row.end_ns)
+    return LabelledIncident(label, snapshot)
