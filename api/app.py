@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from api.errors import safe_validation_errors
+from api.feedback import feedback_router
 from api.incident_graph import incident_graph_router
 from api.incidents import incidents_router
 from api.limits import DEFAULT_MAX_BODY_BYTES, limit_bodies
@@ -17,6 +18,7 @@ from api.nodegraph import node_graph
 from api.security import require_token
 from api.timeparams import parse_time_ns
 from api.ui import mount_ui
+from rca.feedback import FeedbackService
 from rca.graph import ServiceGraph
 from rca.graphview import Window, default_window, graph_between
 from rca.incident_service import IncidentService
@@ -51,8 +53,10 @@ def create_app(
     api_token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     metrics: ServiceMetrics | None = None,
+    feedback: FeedbackService | None = None,
 ) -> FastAPI:
-    """The API; `api_token` puts bearer auth in front of all of it, `max_body_bytes` bounds every body."""
+    """The API; `api_token` puts bearer auth in front of all of it, `max_body_bytes` bounds every body,
+    `feedback` adds the responders' labels (`POST /incidents/{id}/feedback`)."""
     app = FastAPI(title="rca", version="0.1.0", description="Causal root-cause inference over OpenTelemetry traces")
     limit_bodies(app, max_body_bytes)
     require_token(app, api_token)  # outermost: unauthenticated bodies are never read
@@ -61,6 +65,8 @@ def create_app(
         app.include_router(incidents_router(incidents))
         app.include_router(incident_graph_router(incidents))
         mount_ui(app, incidents)
+    if feedback is not None:
+        app.include_router(feedback_router(feedback))
     if metrics is not None:
         mount_metrics(app, metrics)
 

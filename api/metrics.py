@@ -5,7 +5,7 @@ inference where the incident service ranks); everything else is read from the co
 at scrape time, so nothing is counted twice: the sink's span, log record and request counts,
 the ingest queue depth, the graph's pending/orphaned/late spans, its log records and templates,
 incidents by status, and the posterior of the open incidents' top causes with a health gauge
-per service.
+per service. `rca_model_info` names the model and the version of its parameters.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
@@ -172,6 +172,11 @@ class ServiceMetrics:
             buckets=RANKING_BUCKETS,
             registry=self.registry,
         )
+
+    def model_info(self, name: str, version: str) -> None:
+        """`rca_model_info{name, version} 1`: the model serving rankings and its parameters' version."""
+        documentation = "The root-cause model and its parameters' version."
+        Gauge("rca_model_info", documentation, ["name", "version"], registry=self.registry).labels(name, version).set(1)
 
     def observed(self, ranker: Ranker) -> Ranker:
         return ObservedRanker(ranker, self.ranking_seconds)

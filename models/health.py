@@ -12,6 +12,7 @@ tensor-parallel peers, its callees' network nodes), and 0 for unrelated nodes.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -142,6 +143,14 @@ SHIPPED = Path(__file__).with_name("params.json")
 
 def save_params(params: HealthParams, path: Path) -> None:
     path.write_text(json.dumps(asdict(params), indent=1) + "\n")
+
+
+@functools.lru_cache(maxsize=8)
+def params_version(params: HealthParams) -> str:
+    """A short stable name of the parameters' content: the first 12 hex digits of the sha256 of
+    their canonical JSON (sorted keys, exact floats), the same for a file and what it loads."""
+    canonical = json.dumps(asdict(params), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 @functools.lru_cache(maxsize=8)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from models.health import HealthParams, load_params
+from models.health import HealthParams, load_params, params_version
 from models.posterior import log_posterior, observed
 from models.structure import Relation, evidence_structure
 from rca.evidence import FAULTS, NodeEvidence, extract_evidence
@@ -23,7 +23,7 @@ from rca.graph import ServiceGraph
 from rca.ranking import Cause, Evidence, Ranking
 from rca.series import SeriesCache
 
-MODEL_NAME = "bayesian-health-enumeration"
+MODEL_NAME = "bayesian-health-enumeration"  # CAUSES.model.name is this @ the parameters' version
 EVIDENCE_PER_CAUSE = 4
 
 
@@ -37,6 +37,11 @@ class BayesianRanker:
     def _active_params(self) -> HealthParams:
         fitted: HealthParams | None = getattr(self, "params_", None)
         return fitted or self.params or load_params()
+
+    @property
+    def model_name(self) -> str:
+        """`MODEL_NAME@version`, the version naming the parameters in use (`params_version`)."""
+        return f"{MODEL_NAME}@{params_version(self._active_params())}"
 
     def fit(self, cases: Sequence[tuple[NodeEvidence, Sequence[str], str, str]]) -> BayesianRanker:
         """Learns the health parameters from (evidence, alerting nodes, true node, true fault) cases."""
@@ -69,7 +74,7 @@ class BayesianRanker:
             top = evidence.index(causes[0].node)
             onset_ns = int(evidence.onset_ns[top, FAULTS.index(causes[0].fault)])
             onset = onset_ns if onset_ns >= 0 else None
-        return Ranking(start_ns, end_ns, MODEL_NAME, (time.perf_counter() - began) * 1e3, causes, onset)
+        return Ranking(start_ns, end_ns, self.model_name, (time.perf_counter() - began) * 1e3, causes, onset)
 
     def causes(self, evidence: NodeEvidence, alert_nodes: Sequence[str]) -> tuple[Cause, ...]:
         """Every candidate, most probable first, from already extracted evidence."""

@@ -28,9 +28,12 @@ from ingest.case_files import write_case
 from ingest.files import decode_file, decode_log_file
 from ingest.grpc_receiver import ExportHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
-from models.ranker import BayesianRanker
+from models.health import load_params, params_version
+from models.params_file import read_params
+from models.ranker import MODEL_NAME, BayesianRanker
 from rca.alerts import Alert, format_rfc3339, nodes_for
 from rca.config import HostPort, Settings
+from rca.feedback import FeedbackService
 from rca.graph import ServiceGraph
 from rca.graphview import Window, graph_between
 from rca.incident_service import IncidentService
@@ -78,12 +81,22 @@ class Service:
         self.metrics = ServiceMetrics()
         self.sink = SpanSink(self.ingestor, decode_seconds=self.metrics.decode_seconds.observe)
         self.store = IncidentStore.open(settings.db)
-        ranker = self.metrics.observed(BayesianRanker())
+        params = read_params(settings.params) if settings.params else load_params()
+        model = BayesianRanker(params=params)
+        self.metrics.model_info(MODEL_NAME, params_version(params))
         self.incidents = IncidentService(
-            store=self.store, ranker=ranker, graphs=self.ingestor, lookback_seconds=settings.lookback_seconds
+            store=self.store,
+            ranker=self.metrics.observed(model),
+            graphs=self.ingestor,
+            lookback_seconds=settings.lookback_seconds,
+        )
+        self.feedback = FeedbackService(
+            store=self.store, model=model, graphs=self.ingestor, lookback_seconds=settings.lookback_seconds
         )
         self.metrics.watch(self.sink, self.ingestor, self.store)
-        self.api = create_app(self.ingestor, self.incidents, api_token=settings.api_token, metrics=self.metrics)
+        self.api = create_app(
+            self.ingestor, self.incidents, api_token=settings.api_token, metrics=self.metrics, feedback=self.feedback
+        )
         self.otlp_http = otlp_http_app(
             self.sink, max_message_bytes=settings.max_message_bytes, api_token=settings.api_token
         )

@@ -78,6 +78,7 @@ class Settings:
     ingest_queue: int = 64
     max_message_bytes: int = 64 * 1024 * 1024
     lookback_seconds: float = 300.0
+    params: Path | None = None  # the health-model parameters; None: the shipped ones
 
     def listens_beyond_loopback(self) -> bool:
         """Whether any listener is reachable from other hosts."""
@@ -106,6 +107,15 @@ def _token(value: object) -> str:
     if not token or any(c.isspace() for c in token):  # never echo the secret
         raise ValueError("the token must be non-empty and contain no whitespace")
     return token
+
+
+def _params(value: object) -> Path:
+    """A parameters file, read and checked now: a bad one is a startup error, not a failed ranking."""
+    from models.params_file import read_params  # the model package knows the file; imported when given
+
+    path = Path(_text(value)).expanduser()
+    read_params(path)
+    return path
 
 
 def _number(kind: type[int] | type[float], minimum: float, strict: bool = False) -> Callable[[object], Any]:
@@ -140,15 +150,19 @@ _FIELDS: dict[str, tuple[Callable[[object], Any], str, str]] = {
     "ingest_queue": (_number(int, 1), "BATCHES", "ingest queue depth before 503/UNAVAILABLE"),
     "max_message_bytes": (_number(int, 1024), "BYTES", "largest accepted OTLP message"),
     "lookback_seconds": (_number(float, 0), "SECONDS", "incident look-back before first alert"),
+    "params": (_params, "FILE", "health-model parameters, as rca fit writes them"),
 }
 _DEFAULTS = Settings()
 FLAG_NAMES: tuple[str, ...] = (*_FIELDS, "config")
 FLAG_METAVARS: Mapping[str, str] = {k: v[1] for k, v in _FIELDS.items()} | {"config": "FILE"}
 
 
+_UNSET_MEANS = {"api_token": "none (no auth)", "params": "the shipped ones"}
+
+
 def _default_text(key: str) -> str:
     value = getattr(_DEFAULTS, key)
-    return "none (no auth)" if value is None else str(value)
+    return _UNSET_MEANS.get(key, "none") if value is None else str(value)
 
 
 flag_help: Mapping[str, str] = {
