@@ -58,9 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--out", metavar="DIR", help="directory to write the case into")
     simulate.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default 0)")
     simulate.add_argument("--rate", type=float, default=None, help="mean requests per second (default: per topology)")
+    simulate.add_argument(
+        "--profile", default="default", help="generator profile: default, or shifted (differently configured)"
+    )
     simulate.add_argument("--list", action="store_true", help="print the scenario names and exit")
     bench = sub.add_parser("bench", help="methods side by side on the same cases (or: bench ingest, bench scale)")
-    bench.add_argument("--suite", default="smoke", help="smoke (CI, < 2 min), sim, nezha or full (default smoke)")
+    bench.add_argument(
+        "--suite", default="smoke", help="smoke (CI, < 2 min), sim, shifted, nezha or full (default smoke)"
+    )
     bench.add_argument(
         "--methods",
         default="rca,threshold,pagerank",
@@ -95,7 +100,7 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
     from rca.compose import simulate_case
 
-    return simulate_case(args.scenario, Path(args.out), args.seed, args.rate)
+    return simulate_case(args.scenario, Path(args.out), args.seed, args.rate, profile=args.profile)
 
 
 def _exit_now(code: int) -> NoReturn:

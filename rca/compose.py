@@ -255,10 +255,12 @@ def analyze(
     return 0
 
 
-def simulate_case(scenario: str, out_dir: Path, seed: int, rate: float | None, out: TextIO = sys.stdout) -> int:
+def simulate_case(
+    scenario: str, out_dir: Path, seed: int, rate: float | None, out: TextIO = sys.stdout, profile: str = "default"
+) -> int:
     """`rca simulate`: writes one fault-injection case (traces, webhooks, truth) and prints a JSON summary."""
     try:
-        case = simulate(scenario, seed=seed, rate=rate)
+        case = simulate(scenario, seed=seed, rate=rate, profile=profile)
     except ValueError as exc:
         print(f"rca simulate: {exc}", file=sys.stderr)
         return 2

@@ -109,8 +109,20 @@ def test_truth_json_names_the_fault(written: Path) -> None:
     truth = json.loads((written / "truth.json").read_text())
     case = simulate(SCENARIO, seed=SEED, rate=RATE)
     assert truth["scenario"] == SCENARIO and truth["seed"] == SEED and truth["fault"] == "kv_cache_fragmentation"
-    assert truth["node"] == case.truth.node and truth["node"].startswith("gpu:gpu-node-1/")
+    assert truth["node"] == case.truth.node and re.fullmatch(r"gpu:gpu-node-\d+/\d+", truth["node"])
     assert truth["service"].startswith("vllm-worker-") and truth["alert_services"]
+    assert truth["roots"] == [
+        {
+            "node": truth["node"],
+            "fault": truth["fault"],
+            "service": truth["service"],
+            "magnitude": case.truth.roots[0].magnitude,
+            "inject_ns": truth["inject_ns"],
+            "end_ns": truth["end_ns"],
+            "mode": "",
+        }
+    ]
+    assert truth["profile"] == "default" and re.fullmatch(r"tp[248]x[12]", truth["layout"])
     assert parse_rfc3339_ns(truth["inject"]) == truth["inject_ns"] == case.truth.inject_ns
     assert parse_rfc3339_ns(truth["end"]) == truth["end_ns"] > truth["inject_ns"]
 
@@ -147,6 +159,17 @@ def test_sample_matches_the_captured_alertmanager_payload() -> None:
     if not path.exists():
         pytest.skip(f"shared datasets not found at {DATASETS}")
     assert json.loads(path.read_text()) == SAMPLE
+
+
+def test_shifted_profile_and_two_roots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "llm-numa_mismatch-double", "--out", str(tmp_path), "--seed", "4", "--rate", "0.2"]
+    assert main([*args, "--profile", "shifted"]) == 0
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    assert truth["profile"] == "shifted" and truth["roots"][0]["node"] == truth["node"]
+    assert truth["roots"][0]["fault"] == truth["fault"] == "numa_mismatch" and len(truth["roots"]) == 2
+    assert truth["roots"][1]["node"] != truth["node"] and truth["roots"][1]["fault"] in ("latency", "errors")
+    assert main([*args, "--profile", "nope"]) == 2
+    assert "unknown profile" in capsys.readouterr().err
 
 
 def test_list_and_bad_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -9,8 +9,23 @@ from rca.spans import SpanBatch
 
 
 @dataclass(frozen=True, slots=True)
+class Root:
+    """One injected fault; `magnitude` in its class's own quantity and `mode` how it shows
+    (`faults.FaultPlan`, `faults.Mode`)."""
+
+    node: str
+    fault: str
+    service: str
+    magnitude: float
+    inject_ns: int
+    end_ns: int
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
 class Truth:
-    """The injected fault (written as `truth.json` with the same field names, times RFC3339)."""
+    """The injected fault (written as `truth.json` with the same field names, times RFC3339):
+    `node`/`fault` is the primary root, `roots` every root (two where faults overlap)."""
 
     scenario: str
     seed: int
@@ -22,6 +37,10 @@ class Truth:
     end_ns: int
     alert_services: tuple[str, ...]  # services the webhook alerts name
     services: int  # instrumented services in the topology
+    profile: str  # the generator profile drawn from (`profiles`)
+    layout: str  # the LLM deployment, `tp{degree}x{replicas}`; empty elsewhere
+    hot_services: tuple[str, ...]  # busy but healthy throughout
+    roots: tuple[Root, ...]
 
 
 @dataclass(frozen=True, slots=True)

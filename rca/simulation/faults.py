@@ -1,4 +1,5 @@
-"""Fault plans: which node a scenario breaks, how hard, and when; targets drawn with the seed."""
+"""Fault plans: which node a scenario breaks, how hard, how it shows and when; targets and sizes
+drawn with the seed from the case's profile."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rca.ranking import Fault
+from rca.simulation.profiles import DEFAULT, Profile
 from rca.simulation.topology import CompiledTopology, Role
 
 LLM_FAULTS = frozenset(
@@ -22,15 +24,28 @@ LLM_FAULTS = frozenset(
 )
 _MIN_FAULT_CALLS = 40.0  # expected calls of a target during the fault at the default rate
 _LOW_TRAFFIC_CALLS = 12.0
+SECOND = 1_000_000_000
 
 
 class Variant(StrEnum):
-    """The hard variants a scenario name may end with."""
+    """The variants a scenario name may end with."""
 
     NONE = ""
-    PEERS = "peers"  # nccl: tensor-parallel peers wait on the slow rank and look worse than it
+    PEERS = "peers"  # nccl: the slow link's rank starts its collective late, so its peers wait longer than it
     PARTIAL = "partial"  # one of several instances of the service is faulty
     LOWTRAFFIC = "lowtraffic"  # a rarely called leaf
+    DATASTORE = "datastore"  # a cache or vector database the services call, not a service
+    DOUBLE = "double"  # an unrelated microservice fault overlaps the first
+
+
+class Mode(StrEnum):
+    """How an LLM fault shows, drawn per case."""
+
+    NONE = ""
+    COLLECTIVE = "collective"  # nccl: the communicator's transfers run at the slow link's pace
+    P2P = "p2p"  # nccl: the rank's point-to-point sends slow
+    MISPLACED = "misplaced"  # numa: the process runs on the other socket from its GPU
+    SPILLED = "spilled"  # numa: the process's memory spilled to the remote node
 
 
 class CallChange(StrEnum):
@@ -42,19 +57,27 @@ class CallChange(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class FaultPlan:
+    """One root: what breaks, where, when and how hard. `magnitude` is in the class's own
+    quantity: a slowdown factor (latency, GPU bandwidth, NUMA, NCCL), a block-size shrink factor
+    (KV fragmentation), the urgent-to-ordinary queue-wait ratio (scheduler inversion), the share
+    of failing requests (errors) or of changed requests (call_structure)."""
+
     fault: Fault
     node: str
     service: str
-    service_index: int
+    service_index: int  # -1 for a datastore (a virtual node)
     inject_ns: int
     end_ns: int
-    magnitude: float  # latency factor, error share or LLM slowdown, by fault
+    magnitude: float
     variant: Variant = Variant.NONE
     instance: int = -1  # a partial fault's replica; -1: every replica
     operation: int = -1  # call_structure: the changed operation and call
     call: int = -1
     change: CallChange = CallChange.NONE
     rank: int = -1  # LLM faults: the tensor-parallel rank
+    replica: int = -1  # LLM faults: the engine replica
+    peer: str = ""  # a datastore fault: the callee its callers' client spans name
+    mode: Mode = Mode.NONE
 
     def active(self, t_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         result: npt.NDArray[np.bool_] = (t_ns >= self.inject_ns) & (t_ns < self.end_ns)
@@ -65,7 +88,7 @@ def _eligible(ct: CompiledTopology, min_visits: float) -> list[int]:
     """Services a generic fault may hit: instrumented with operations, not user-facing, not noisy,
     not GPU workers, and called often enough for the fault to be seen."""
     t = ct.topology
-    skip = set(t.user_facing) | set(t.noisy) | set(t.llm.workers if t.llm else ())
+    skip = set(t.user_facing) | set(t.noisy) | {w for e in t.engines for w in e.workers}
     has_ops = set(ct.op_service.tolist())
     return [
         i
@@ -94,31 +117,16 @@ def plan_fault(
     inject_ns: int,
     end_ns: int,
     rng: np.random.Generator,
+    profile: Profile = DEFAULT,
 ) -> FaultPlan:
-    """Draws the target and magnitude of `fault` on the topology."""
+    """Draws the target and magnitude of `fault` on the topology (sizes from `profile`)."""
     t = ct.topology
     window_s = (end_ns - inject_ns) / 1e9
     if fault in LLM_FAULTS:
-        if t.llm is None:
-            raise ValueError(f"{fault} needs the llm topology")
-        rank = int(rng.integers(len(t.llm.workers)))
-        worker = t.llm.workers[rank]
-        node = t.llm.gpu_node(rank) if fault in (Fault.GPU_MEMORY_BANDWIDTH, Fault.KV_CACHE_FRAGMENTATION) else worker
-        service = worker
-        if fault is Fault.SCHEDULER_PRIORITY_INVERSION:
-            node = service = t.llm.engine
-            rank = -1
-        magnitude = {
-            Fault.GPU_MEMORY_BANDWIDTH: rng.uniform(1.6, 2.4),
-            Fault.KV_CACHE_FRAGMENTATION: rng.uniform(1.3, 1.8),
-            Fault.SCHEDULER_PRIORITY_INVERSION: rng.uniform(0.2, 0.5),  # urgent queue wait, s
-            Fault.NCCL_COMMUNICATION: rng.uniform(3.0, 5.0),
-            Fault.NUMA_MISMATCH: rng.uniform(1.8, 3.0),
-        }[fault]
-        return FaultPlan(
-            fault, node, service, ct.service_index[service], inject_ns, end_ns, float(magnitude), variant, rank=rank
-        )
+        return _llm_fault(ct, fault, variant, inject_ns, end_ns, rng, profile)
     min_visits = _MIN_FAULT_CALLS / (t.default_rate * window_s)
+    if variant is Variant.DATASTORE:
+        return _datastore(ct, fault, min_visits, inject_ns, end_ns, rng, profile)
     candidates = _eligible(ct, min_visits)
     if variant is Variant.PARTIAL:
         candidates = [c for c in candidates if ct.instances[c] > 1]
@@ -128,12 +136,88 @@ def plan_fault(
         leaves.sort(key=lambda c: float(ct.service_visits[c]))
         candidates = leaves[: max(1, len(leaves) // 4)]
     if fault is Fault.CALL_STRUCTURE:
-        return _call_structure(ct, candidates, variant, inject_ns, end_ns, rng)
+        return _call_structure(ct, candidates, variant, inject_ns, end_ns, rng, profile.call_share.one(rng))
     target = _by_depth(ct, candidates, rng)
     instance = int(rng.integers(ct.instances[target])) if variant is Variant.PARTIAL else -1
-    size = rng.uniform(2.0, 6.0) if fault is Fault.LATENCY else rng.uniform(0.15, 0.5)
+    size = profile.slowdown.one(rng) if fault is Fault.LATENCY else profile.error_share.one(rng)
     name = ct.services[target]
-    return FaultPlan(fault, name, name, target, inject_ns, end_ns, float(size), variant, instance)
+    return FaultPlan(fault, name, name, target, inject_ns, end_ns, size, variant, instance)
+
+
+def plan_second_root(
+    ct: CompiledTopology, first: FaultPlan, stop_ns: int, rng: np.random.Generator, profile: Profile = DEFAULT
+) -> FaultPlan:
+    """An unrelated microservice's latency or errors overlapping `first` in time: another
+    service, not an engine or a worker, starting up to 20 s before or 90 s after it."""
+    t = ct.topology
+    inject = first.inject_ns + int(rng.uniform(-20, 90)) * SECOND
+    end = min(max(inject + 150 * SECOND, first.end_ns + int(rng.uniform(-60, 60)) * SECOND), stop_ns - 30 * SECOND)
+    skip = {first.service_index, *(ct.service_index[e.engine] for e in t.engines)}
+    min_visits = _MIN_FAULT_CALLS / (t.default_rate * (end - inject) / 1e9)
+    candidates = [c for c in _eligible(ct, min_visits) if c not in skip]
+    target = _by_depth(ct, candidates, rng)
+    fault = Fault.LATENCY if rng.random() < 0.5 else Fault.ERRORS
+    size = profile.slowdown.one(rng) if fault is Fault.LATENCY else profile.error_share.one(rng)
+    name = ct.services[target]
+    return FaultPlan(fault, name, name, target, inject, end, size)
+
+
+def _llm_fault(
+    ct: CompiledTopology,
+    fault: Fault,
+    variant: Variant,
+    inject_ns: int,
+    end_ns: int,
+    rng: np.random.Generator,
+    profile: Profile,
+) -> FaultPlan:
+    """A rank of one engine replica (its GPU node for GPU and KV faults), or the engine itself
+    for a scheduler inversion."""
+    engines = ct.topology.engines
+    if not engines:
+        raise ValueError(f"{fault} needs the llm topology")
+    replica = int(rng.integers(len(engines)))
+    cluster = engines[replica]
+    rank = int(rng.integers(len(cluster.workers)))
+    worker = cluster.workers[rank]
+    node = cluster.gpu_node(rank) if fault in (Fault.GPU_MEMORY_BANDWIDTH, Fault.KV_CACHE_FRAGMENTATION) else worker
+    service = worker
+    if fault is Fault.SCHEDULER_PRIORITY_INVERSION:
+        node = service = cluster.engine
+        rank = -1
+    mode = Mode.NONE
+    if fault is Fault.NCCL_COMMUNICATION:
+        mode = Mode.COLLECTIVE if variant is Variant.PEERS or rng.random() < 0.6 else Mode.P2P
+    if fault is Fault.NUMA_MISMATCH:
+        mode = Mode.MISPLACED if rng.random() < 0.65 else Mode.SPILLED
+    magnitude = profile.slowdown.one(rng)
+    index = ct.service_index[service]
+    return FaultPlan(
+        fault, node, service, index, inject_ns, end_ns, magnitude, variant, rank=rank, replica=replica, mode=mode
+    )
+
+
+def _datastore(
+    ct: CompiledTopology,
+    fault: Fault,
+    min_visits: float,
+    inject_ns: int,
+    end_ns: int,
+    rng: np.random.Generator,
+    profile: Profile,
+) -> FaultPlan:
+    """A called datastore (cache, vector or relational database) turns slow or failing: every
+    client call to it, from whichever service, sees it."""
+    visits: dict[str, float] = {}
+    for op, peer in enumerate(ct.op_peer):
+        if peer is not None:
+            visits[peer] = visits.get(peer, 0.0) + float(ct.visits[op])
+    stores = sorted(p for p, v in visits.items() if v >= min_visits)
+    if fault not in (Fault.LATENCY, Fault.ERRORS) or not stores:
+        raise ValueError(f"no datastore {fault} on {ct.topology.name}")
+    peer = stores[int(rng.integers(len(stores)))]
+    size = profile.slowdown.one(rng) if fault is Fault.LATENCY else profile.error_share.one(rng)
+    return FaultPlan(fault, peer, peer, -1, inject_ns, end_ns, size, Variant.DATASTORE, peer=peer)
 
 
 def _call_structure(
@@ -143,8 +227,9 @@ def _call_structure(
     inject_ns: int,
     end_ns: int,
     rng: np.random.Generator,
+    share: float,
 ) -> FaultPlan:
-    """An operation with downstream calls changes which calls it makes."""
+    """An operation with downstream calls changes which calls it makes, on `share` of its requests."""
     callers = [
         c
         for c in candidates
@@ -162,5 +247,5 @@ def _call_structure(
     name = ct.services[service]
     instance = int(rng.integers(ct.instances[service])) if variant is Variant.PARTIAL else -1
     return FaultPlan(
-        Fault.CALL_STRUCTURE, name, name, service, inject_ns, end_ns, 1.0, variant, instance, op, call, change
+        Fault.CALL_STRUCTURE, name, name, service, inject_ns, end_ns, share, variant, instance, op, call, change
     )

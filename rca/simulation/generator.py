@@ -10,6 +10,7 @@ parallel, network time on remote calls; errors propagate up), then place start t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,12 +18,13 @@ import numpy.typing as npt
 
 from rca.ranking import Fault
 from rca.simulation.columns import SpanColumns
-from rca.simulation.faults import CallChange, FaultPlan
+from rca.simulation.conditions import Conditions
+from rca.simulation.engines import add_worker_spans, request_signals, sample_engines, worker_span_count
+from rca.simulation.faults import LLM_FAULTS, CallChange, FaultPlan
 from rca.simulation.invocations import SEQ, Attempt, Invocations
-from rca.simulation.llm import sample_requests
-from rca.simulation.topology import CompiledTopology, Role
+from rca.simulation.topology import CompiledTopology
 from rca.simulation.traffic import Hiccups, Traffic
-from rca.spans import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, SpanBatch
+from rca.spans import KIND_CLIENT, KIND_SERVER, SpanBatch
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -43,50 +45,74 @@ class _Tree:
     seq: I64
     instance: I64
     attempt: I64
+    changed: npt.NDArray[np.bool_]  # invocations a call_structure fault changes
     bounds: tuple[int, ...]
 
 
+def _targets(ct: CompiledTopology, plan: FaultPlan) -> npt.NDArray[np.bool_]:
+    """Per operation, whether the fault applies to it: a datastore's client calls, or the
+    target service's own operations (its calls to datastores are the datastores' time)."""
+    if plan.peer:
+        return np.array([peer == plan.peer for peer in ct.op_peer])
+    own = np.array([peer is None for peer in ct.op_peer])
+    result: npt.NDArray[np.bool_] = (ct.op_service == plan.service_index) & own
+    return result
+
+
 def _hit(
-    ct: CompiledTopology, plan: FaultPlan, op: I64, instance: I64, active: npt.NDArray[np.bool_]
+    ct: CompiledTopology, plan: FaultPlan, op: I64, instance: I64, t_ns: I64, rng: np.random.Generator
 ) -> npt.NDArray[np.bool_]:
-    """Rows the fault applies to: the target service, during the fault, on the faulty replica."""
-    hit = (ct.op_service[op] == plan.service_index) & active
+    """Rows the fault applies to: its target, during the fault, on the faulty replica (and for a
+    call_structure fault, on the share of the operation's requests it changes)."""
+    hit = _targets(ct, plan)[op] & plan.active(t_ns)
     if plan.instance >= 0:
         hit &= instance == plan.instance
+    if plan.fault is Fault.CALL_STRUCTURE:
+        hit &= (op == plan.operation) & (rng.random(op.shape[0]) < plan.magnitude)
     result: npt.NDArray[np.bool_] = hit
     return result
 
 
 def _calls(
     ct: CompiledTopology,
-    plan: FaultPlan,
+    plan: FaultPlan | None,
     rng: np.random.Generator,
     ops: I64,
     attempt: I64,
     changed: npt.NDArray[np.bool_],
 ) -> tuple[I64, I64, I64, I64]:
-    """The calls a level of invocations makes: (caller index in level, callee op, seq, attempt)."""
+    """The calls a level of invocations makes: (caller index in level, callee op, seq, attempt);
+    `plan` is the case's call_structure fault, if any, `changed` the invocations it changes."""
     out: list[tuple[I64, I64, I64, I64]] = []
     order = np.argsort(ops, kind="stable")
+    change, changed_call = (plan.change, plan.call) if plan else (CallChange.NONE, -1)
     for group in np.split(order, np.flatnonzero(np.diff(ops[order])) + 1):
         op = int(ops[group[0]])
         live = group[attempt[group] != Attempt.FAILED]
         k = live.shape[0]
         changes = changed[live]
-        for ci, (callee_f, p, max_count) in enumerate(ct.calls[op].tolist()):
+        draws: dict[int, npt.NDArray[np.float64]] = {}  # per exclusive group: one draw per invocation
+        taken: dict[int, float] = {}  # and the probability its earlier calls took
+        for ci, (callee_f, p, max_count, exclusive) in enumerate(ct.calls[op].tolist()):
             callee = int(callee_f)
             prob = np.full(k, p)
-            if (plan.change is CallChange.MISSING and ci == plan.call) or (
-                plan.change is CallChange.ABORT and ci >= plan.call
-            ):
+            skipped = (change is CallChange.MISSING and ci == changed_call) or (
+                change is CallChange.ABORT and ci >= changed_call
+            )
+            if skipped:
                 prob[changes] = 0.0
-            made = rng.random(k) < prob
+            if exclusive:
+                draw, below = draws.setdefault(int(exclusive), rng.random(k)), taken.get(int(exclusive), 0.0)
+                made = (draw >= below) & (draw < below + prob)
+                taken[int(exclusive)] = below + p
+            else:
+                made = rng.random(k) < prob
             count = np.where(made, rng.integers(1, int(max_count) + 1, k), 0)
             failed = np.zeros(k, np.int64)
             timed = np.zeros(k, np.int64)
             if ct.op_service[callee] != ct.op_service[op]:
                 failed = (made & (rng.random(k) < RETRY_BASE)).astype(np.int64)
-                if plan.change is CallChange.RETRY and ci == plan.call:
+                if change is CallChange.RETRY and ci == changed_call:
                     timed = np.where(made & changes & (rng.random(k) < FAULT_RETRY), rng.integers(2, 4, k), 0)
             total = count + failed + timed
             caller = np.repeat(live, total)
@@ -101,9 +127,8 @@ def _calls(
     return callers, callees, seqs, kinds
 
 
-def _expand(
-    ct: CompiledTopology, plan: FaultPlan, rng: np.random.Generator, roots: I64, active: npt.NDArray[np.bool_]
-) -> _Tree:
+def _expand(ct: CompiledTopology, plan: FaultPlan | None, rng: np.random.Generator, roots: I64, t_root: I64) -> _Tree:
+    """The call trees of requests arriving at `t_root`; `plan` is the call_structure fault, if any."""
     n = roots.shape[0]
     level = {
         "op": roots,
@@ -112,21 +137,23 @@ def _expand(
         "seq": np.zeros(n, np.int64),
         "attempt": np.zeros(n, np.int64),
     }
-    columns: dict[str, list[I64]] = {k: [] for k in (*level, "instance")}
+    columns: dict[str, list[npt.NDArray[np.generic]]] = {k: [] for k in (*level, "instance", "changed")}
     bounds = [0]
     while level["op"].shape[0]:
         level["instance"] = rng.integers(0, ct.instances[ct.op_service[level["op"]]])
         for key, values in level.items():
             columns[key].append(values)
-        hit = _hit(ct, plan, level["op"], level["instance"], active[level["trace"]])
-        changed = hit & (level["op"] == plan.operation)
+        changed = np.zeros(level["op"].shape[0], np.bool_)
+        if plan is not None:
+            changed = _hit(ct, plan, level["op"], level["instance"], t_root[level["trace"]], rng)
+        columns["changed"].append(changed)
         caller, callee, seq, attempt = _calls(ct, plan, rng, level["op"], level["attempt"], changed)
         start = bounds[-1]
         bounds.append(start + level["op"].shape[0])
         trace = level["trace"][caller]
         level = {"op": callee, "parent": start + caller, "trace": trace, "seq": seq, "attempt": attempt}
     c = {k: np.concatenate(v) for k, v in columns.items()}
-    return _Tree(c["op"], c["parent"], c["trace"], c["seq"], c["instance"], c["attempt"], tuple(bounds))
+    return _Tree(c["op"], c["parent"], c["trace"], c["seq"], c["instance"], c["attempt"], c["changed"], tuple(bounds))
 
 
 def _ids(rng: np.random.Generator, shape: int | tuple[int, int]) -> npt.NDArray[np.uint64]:
@@ -135,50 +162,61 @@ def _ids(rng: np.random.Generator, shape: int | tuple[int, int]) -> npt.NDArray[
 
 
 def generate(
-    ct: CompiledTopology, plan: FaultPlan, traffic: Traffic, hiccups: Hiccups, rng: np.random.Generator
+    ct: CompiledTopology,
+    plan: FaultPlan,
+    traffic: Traffic,
+    hiccups: Hiccups,
+    rng: np.random.Generator,
+    conditions: Conditions | None = None,
 ) -> SpanBatch:
-    """Every span of the case, sorted by start time."""
-    return generate_invocations(ct, plan, traffic, hiccups, rng)[0]
+    """Every span of a one-root case, sorted by start time."""
+    return generate_invocations(ct, (plan,), traffic, hiccups, rng, conditions)[0]
 
 
 def generate_invocations(
-    ct: CompiledTopology, plan: FaultPlan, traffic: Traffic, hiccups: Hiccups, rng: np.random.Generator
+    ct: CompiledTopology,
+    plans: Sequence[FaultPlan],
+    traffic: Traffic,
+    hiccups: Hiccups,
+    rng: np.random.Generator,
+    conditions: Conditions | None = None,
 ) -> tuple[SpanBatch, Invocations]:
-    """Every span of the case, sorted by start time, and the invocations they came from."""
+    """Every span of the case (its roots `plans`, its healthy levels `conditions`, by default the
+    topology as written), sorted by start time, and the invocations they came from."""
+    conditions = conditions or Conditions.neutral(ct)
     arrivals = traffic.arrivals(rng)
     roots = rng.choice(ct.entry_ops, size=arrivals.shape[0], p=ct.entry_weights)
-    active_trace = plan.active(arrivals)
-    tree = _expand(ct, plan, rng, roots, active_trace)
+    structure = next((p for p in plans if p.fault is Fault.CALL_STRUCTURE), None)
+    tree = _expand(ct, structure, rng, roots, arrivals)
     op, parent, n = tree.op, tree.parent, tree.op.shape[0]
     service = ct.op_service[op]
     t_root = arrivals[tree.trace]
-    active = active_trace[tree.trace]
-    hit = _hit(ct, plan, op, tree.instance, active)
+    hits = [tree.changed if p is structure else _hit(ct, p, op, tree.instance, t_root, rng) for p in plans]
     load = traffic.load(t_root)
     hiccup = hiccups.factors(service, t_root)
     slow = hiccup.copy()
-    if plan.fault is Fault.LATENCY:
-        slow *= np.where(hit, plan.magnitude * rng.lognormal(0, 0.2, n), 1.0)
-    self_s = ct.op_median[op] * np.exp(ct.op_sigma[op] * rng.standard_normal(n)) * load**LOAD_EXPONENT * slow
-    error = rng.random(n) < ct.op_error[op] * np.where(hiccup > 1, 3.0, 1.0)
     failing = np.zeros(n, np.bool_)
-    if plan.fault is Fault.ERRORS:
-        failing = hit & (rng.random(n) < plan.magnitude)
-        error |= failing
-        self_s = np.where(failing, self_s * rng.uniform(0.5, 1.0, n), self_s)
-    if plan.change is CallChange.ABORT:
-        aborted = hit & (op == plan.operation)
-        error |= aborted & (rng.random(n) < 0.5)
-        self_s = np.where(aborted, self_s * 0.6, self_s)
+    touched = np.zeros(n, np.bool_)  # what a non-LLM root applies to
+    for plan, hit in zip(plans, hits, strict=True):
+        touched |= hit & (plan.fault not in LLM_FAULTS)
+        if plan.fault is Fault.LATENCY:
+            slow *= np.where(hit, plan.magnitude * rng.lognormal(0, 0.2, n), 1.0)
+        if plan.fault is Fault.ERRORS:
+            failing |= hit & (rng.random(n) < plan.magnitude)
+    spread = np.exp(ct.op_sigma[op] * conditions.sigma_scale * rng.standard_normal(n))
+    self_s = ct.op_median[op] * conditions.op_scale[op] * spread * load**LOAD_EXPONENT * slow
+    error = rng.random(n) < ct.op_error[op] * conditions.error_scale * np.where(hiccup > 1, 3.0, 1.0)
+    error |= failing
+    self_s = np.where(failing, self_s * rng.uniform(0.5, 1.0, n), self_s)
+    if structure is not None and structure.change is CallChange.ABORT:
+        error |= tree.changed & (rng.random(n) < 0.5)
+        self_s = np.where(tree.changed, self_s * 0.6, self_s)
     failed = tree.attempt == Attempt.FAILED
     error |= failed
     self_s = np.where(failed, self_s * 0.3, self_s)
-    llm_rows = np.flatnonzero(ct.op_role[op] == Role.LLM_REQUEST)
-    cluster = ct.topology.llm
-    requests = None
-    if llm_rows.shape[0] and cluster is not None:
-        requests = sample_requests(cluster, plan, active[llm_rows], load[llm_rows], slow[llm_rows], rng)
-        self_s[llm_rows] = requests.duration_s
+    engines = sample_engines(ct, conditions, plans, op, t_root, load, slow, rng)
+    for e in engines:
+        self_s[e.rows] = e.requests.duration_s
     remote = (parent >= 0) & (service != service[np.maximum(parent, 0)])
     net_in = np.where(remote, NETWORK_S * rng.lognormal(0, 0.5, n), 0.0)
     net_out = np.where(remote, NETWORK_S * rng.lognormal(0, 0.5, n), 0.0)
@@ -194,13 +232,6 @@ def generate_invocations(
     client_id = np.where(remote, _ids(rng, n), np.uint64(0))
     parent_span = np.where(parent >= 0, span_id[np.maximum(parent, 0)], np.uint64(0))
     start = t_root + np.round(server_s * 1e9).astype(np.int64)
-    kind = np.where(parent < 0, KIND_SERVER, ct.op_kind[op])
-    signals = {}
-    if requests is not None:
-        for signal, values in requests.signals.items():
-            column = np.full(n, np.nan)
-            column[llm_rows] = values
-            signals[signal] = column
     end = start + np.round(duration * 1e9).astype(np.int64)
     columns.add(
         {
@@ -211,15 +242,15 @@ def generate_invocations(
             "operation": op_names[op],
             "peer": peers[op],
             "resource": np.full(n, -1),
-            "kind": kind,
+            "kind": np.where(parent < 0, KIND_SERVER, ct.op_kind[op]),
             "start": start,
             "end": end,
             "error": error,
         },
-        signals,
+        request_signals(engines, n),
     )
     invocations = Invocations(
-        op, parent, tree.seq, tree.attempt, trace_ids[tree.trace], span_id, start, end, error, failing, hit, hiccup
+        op, parent, tree.seq, tree.attempt, trace_ids[tree.trace], span_id, start, end, error, failing, touched, hiccup
     )
     r = np.flatnonzero(remote)
     client_start = t_root[r] + np.round(client_s[r] * 1e9).astype(np.int64)
@@ -238,30 +269,7 @@ def generate_invocations(
             "error": error[r] | (tree.attempt[r] != Attempt.OK),
         }
     )
-    if requests is not None and cluster is not None:
-        engine_start = start[llm_rows]
-        engine_trace = trace_ids[tree.trace[llm_rows]]
-        workers = columns.intern(list(cluster.workers))
-        gpus = columns.intern([cluster.gpu_node(k) for k in range(len(cluster.workers))])
-        for sub in requests.sub:
-            m = llm_rows.shape[0]
-            sub_start = engine_start + np.round(sub.start_s * 1e9).astype(np.int64)
-            columns.add(
-                {
-                    "trace": engine_trace,
-                    "span": _ids(rng, m),
-                    "parent": span_id[llm_rows],
-                    "service": np.full(m, workers[sub.rank]),
-                    "operation": columns.intern([sub.name]).repeat(m),
-                    "peer": np.full(m, -1),
-                    "resource": np.full(m, gpus[sub.rank] if sub.gpu else -1),
-                    "kind": np.full(m, KIND_INTERNAL),
-                    "start": sub_start,
-                    "end": sub_start + np.round(sub.duration_s * 1e9).astype(np.int64),
-                    "error": np.zeros(m, np.bool_),
-                },
-                sub.signals,
-            )
+    add_worker_spans(columns, engines, start, trace_ids[tree.trace], span_id, _ids(rng, worker_span_count(engines)))
     return columns.build(), invocations
 
 

@@ -1,8 +1,15 @@
-"""The LLM engine's requests (contract section 6): queueing by priority, tensor-parallel ranks
-computing `model_forward` in lockstep, `nccl:AllReduce` overlapping it, `nccl:Send`, `sampling`.
+"""One engine replica's requests (contract section 6): queueing by priority, tensor-parallel ranks
+computing `model_forward`, `nccl:AllReduce` overlapping it, `nccl:Send`, `sampling`.
 
-Times are seconds relative to the `llm_request` span's start. The ranks synchronise in every
-collective, so one slow GPU slows every rank's forward; its peers then wait in AllReduce.
+Times are seconds relative to the `llm_request` span's start. The ranks run in lockstep: every
+rank computes its own share (`model_forward` lasts its own compute), then all meet in the
+collective, which ends for all of them once the last rank has arrived and the transfer is done.
+A rank slowed by its own GPU bandwidth, KV fragmentation or NUMA placement therefore computes
+longer while each peer waits inside `nccl:AllReduce` for about its extra compute; the straggler's
+own wait is the shortest. A slow link slows the whole ring's transfers (every rank's collective)
+and, being serialised behind its compute, no longer overlaps its forward; a congested
+point-to-point path shows in that rank's `nccl:Send`. Levels and sizes are drawn per case
+(`levels.ServingLevels`); a fault's magnitude is in its class's own quantity (`faults.FaultPlan`).
 """
 
 from __future__ import annotations
@@ -13,13 +20,12 @@ import numpy as np
 import numpy.typing as npt
 
 from rca.ranking import Fault
-from rca.simulation.faults import LLM_FAULTS, FaultPlan, Variant
-from rca.simulation.topology import LlmCluster
+from rca.simulation.faults import FaultPlan, Mode, Variant
+from rca.simulation.levels import RankLevels, ServingLevels
 from rca.spans import Signal
 
 Array = npt.NDArray[np.float64]
-URGENT_SHARE = 0.2
-KIB = 1024.0
+Bools = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,69 +43,100 @@ class SubSpan:
 @dataclass(frozen=True, slots=True)
 class LlmRequests:
     duration_s: Array
-    urgent: npt.NDArray[np.bool_]
     signals: dict[Signal, Array]  # of the `llm_request` spans
     sub: tuple[SubSpan, ...]
 
 
-def _ln(rng: np.random.Generator, median: float | Array, sigma: float, n: int) -> Array:
-    result: Array = median * rng.lognormal(0.0, sigma, n)
+def _ln(rng: np.random.Generator, median: float | Array, sigma: float, shape: int | tuple[int, int]) -> Array:
+    result: Array = median * rng.lognormal(0.0, sigma, shape)
     return result
 
 
+def _towards_one(level: Array, factor: float | Array) -> Array:
+    """A utilisation-like level whose headroom shrinks by `factor` (1 keeps it)."""
+    result: Array = 1.0 - (1.0 - level) / factor
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Fault:
+    """The plan as it applies to this replica's requests: `hit` rows, the rank, the size."""
+
+    fault: Fault | None
+    hit: Bools
+    rank: int
+    size: float
+    mode: Mode
+    variant: Variant
+
+    def on(self, fault: Fault) -> Bools:
+        result: Bools = self.hit if self.fault is fault else np.zeros_like(self.hit)
+        return result
+
+
 def sample_requests(
-    cluster: LlmCluster,
-    plan: FaultPlan,
-    active: npt.NDArray[np.bool_],
+    levels: ServingLevels,
+    ranks: RankLevels,
+    plan: FaultPlan | None,
+    active: Bools,
     load: Array,
     self_factor: Array,
     rng: np.random.Generator,
 ) -> LlmRequests:
-    """`llm_request` timings and the worker spans under them; `active` marks requests during
-    the fault, `self_factor` scales the engine's own (non-GPU) time."""
-    n, ranks = int(active.shape[0]), len(cluster.workers)
-    fault = plan.fault if plan.fault in LLM_FAULTS else None
-    hit = active if fault is not None else np.zeros(n, np.bool_)
-    urgent: npt.NDArray[np.bool_] = rng.random(n) < URGENT_SHARE
-    tokens_in = np.clip(_ln(rng, 600.0, 0.8, n), 16, 8000).round()
-    tokens_out = np.clip(_ln(rng, 160.0, 0.7, n), 4, 1500).round()
-    busy: Array = np.clip(load, 0.3, 2.0)
-    queue = np.where(urgent, 0.012, 0.05) * busy**2 * rng.lognormal(0.0, 0.6, n)
-    if fault is Fault.SCHEDULER_PRIORITY_INVERSION:
-        queue = np.where(hit & urgent, _ln(rng, plan.magnitude, 0.5, n) * busy, queue)
-        queue = np.where(hit & ~urgent, queue * 1.15, queue)
+    """`llm_request` timings and the worker spans under them; `plan` is the LLM fault on this
+    replica (None: healthy), `active` marks requests during it, `self_factor` scales the
+    engine's own (non-GPU) time."""
+    n, tp = int(active.shape[0]), ranks.tp
+    f = _Fault(
+        plan.fault if plan else None,
+        active if plan else np.zeros(n, np.bool_),
+        plan.rank if plan else -1,
+        plan.magnitude if plan else 1.0,
+        plan.mode if plan else Mode.NONE,
+        plan.variant if plan else Variant.NONE,
+    )
+    urgent: Bools = rng.random(n) < levels.urgent_share
+    tokens_in = np.clip(_ln(rng, levels.tokens_in, 0.8, n), 8, 32_000).round()
+    tokens_out = np.clip(_ln(rng, levels.tokens_out, 0.7, n), 2, 4_000).round()
+    busy: Array = np.clip(load, 0.3, 2.5)
+    shared = rng.lognormal(0.0, 0.1, n)[:, None]
+    prefill = tokens_in[:, None] * levels.prefill_token_s * (0.9 + 0.2 * busy)[:, None] * shared
+    decode = tokens_out[:, None] * levels.decode_token_s * (0.85 + 0.3 * busy)[:, None] * shared
+    prefill = prefill * rng.lognormal(0, 0.03, (n, tp))
+    decode = decode * rng.lognormal(0, 0.03, (n, tp))
+    host = decode * levels.host_share * ranks.host_factor[None, :]
+    healthy = prefill + decode * (1 - levels.host_share) + host
+    r = f.rank
+    if r >= 0:
+        gpu, kv, numa = f.on(Fault.GPU_MEMORY_BANDWIDTH), f.on(Fault.KV_CACHE_FRAGMENTATION), f.on(Fault.NUMA_MISMATCH)
+        decode[:, r] *= np.where(gpu, f.size, 1.0) * np.where(kv, np.sqrt(f.size), 1.0)
+        prefill[:, r] *= np.where(gpu, 1 + 0.2 * (f.size - 1), 1.0)
+        host[:, r] *= np.where(numa, f.size, 1.0)
+    compute = prefill + decode * (1 - levels.host_share) + host
+    step = compute.max(axis=1)
+    slowdown = step / healthy.max(axis=1)  # a straggler fills the batch: everyone queues longer
+    ordinary = levels.queue_s * busy**2 * slowdown**1.5 * rng.lognormal(0.0, 0.6, n)
+    queue = np.where(urgent, ordinary * levels.urgent_ratio * rng.lognormal(0.0, 0.3, n), ordinary)
+    inversion = f.on(Fault.SCHEDULER_PRIORITY_INVERSION)
+    queue = np.where(inversion & urgent, ordinary * f.size * rng.lognormal(0.0, 0.3, n), queue)
+    queue = np.where(inversion & ~urgent, queue * rng.uniform(0.85, 1.0, n), queue)
     queue *= self_factor
     scheduler = _ln(rng, 0.0015, 0.3, n) * self_factor
-    # per-rank compute: prefill scales with input tokens, decode with output tokens
-    prefill = tokens_in[:, None] * 6e-5 * (0.9 + 0.2 * busy)[:, None] * rng.lognormal(0, 0.03, (n, ranks))
-    decode = tokens_out[:, None] * 0.011 * (0.85 + 0.3 * busy)[:, None] * rng.lognormal(0, 0.03, (n, ranks))
-    shared = rng.lognormal(0.0, 0.1, n)[:, None]
-    prefill, decode = prefill * shared, decode * shared
-    r = plan.rank
-    if fault is Fault.GPU_MEMORY_BANDWIDTH:
-        decode[:, r] *= np.where(hit, plan.magnitude * rng.lognormal(0, 0.1, n), 1.0)
-        prefill[:, r] *= np.where(hit, 1.2, 1.0)
-    if fault is Fault.KV_CACHE_FRAGMENTATION:
-        decode[:, r] *= np.where(hit, plan.magnitude * rng.lognormal(0, 0.1, n), 1.0)
-    compute = prefill + decode
-    step = compute.max(axis=1)  # lockstep: every rank's forward lasts as long as the slowest
     forward_start = queue + scheduler
-    forward = step[:, None] * rng.uniform(0.997, 1.0, (n, ranks))
     sub: list[SubSpan] = []
-    nccl_end = _nccl(plan, fault, hit, forward_start, forward, compute, step, rng, sub)
-    gpu = [_gpu_signals(plan, fault, hit, busy, tokens_in, tokens_out, k, rng) for k in range(ranks)]
-    for k in range(ranks):
-        sub.append(SubSpan(k, "model_forward", forward_start, forward[:, k], True, gpu[k]))
-    ready = np.maximum(forward_start + step, nccl_end.max(axis=1))
+    ready = _collectives(levels, f, forward_start, compute, healthy, tokens_in + tokens_out, rng, sub)
+    for k in range(tp):
+        signals = _gpu_signals(levels, ranks, f, busy, tokens_in, tokens_out, k, rng)
+        sub.append(SubSpan(k, "model_forward", forward_start, compute[:, k], True, signals))
     sampling_end = np.zeros(n)
-    for k in range(ranks):
-        slow = np.where((fault is Fault.NUMA_MISMATCH) & hit & (k == r), plan.magnitude, 1.0)
+    for k in range(tp):
+        slow = ranks.host_factor[k] * np.where(f.on(Fault.NUMA_MISMATCH) & (k == r), f.size, 1.0)
         duration = tokens_out * 35e-6 * rng.lognormal(0.0, 0.25, n) * slow
         start = ready + _ln(rng, 5e-5, 0.4, n)
         sampling_end = np.maximum(sampling_end, start + duration)
-        sub.append(SubSpan(k, "sampling", start, duration, False, _numa_signals(plan, fault, hit, k, rng)))
+        sub.append(SubSpan(k, "sampling", start, duration, False, _numa_signals(ranks, f, k, rng)))
     total = sampling_end + _ln(rng, 0.002, 0.3, n) * self_factor
-    prefill_time = step * (prefill.max(axis=1) / compute.max(axis=1))
+    prefill_time = prefill.max(axis=1) * (1 + levels.comm_share)
     signals = {
         Signal.QUEUE_TIME: queue,
         Signal.QUEUE_TIME_URGENT: np.where(urgent, queue, np.nan),
@@ -108,65 +145,60 @@ def sample_requests(
         Signal.TIME_TO_FIRST_TOKEN: forward_start + prefill_time,
         Signal.E2E_LATENCY: total,
         Signal.PREFILL_TIME: prefill_time,
-        Signal.DECODE_TIME: ready - forward_start - prefill_time,
+        Signal.DECODE_TIME: np.maximum(ready - forward_start - prefill_time, 0.0),
         Signal.INPUT_TOKENS: tokens_in,
         Signal.OUTPUT_TOKENS: tokens_out,
     }
-    return LlmRequests(total, urgent, signals, tuple(sub))
+    return LlmRequests(total, signals, tuple(sub))
 
 
-def _nccl(
-    plan: FaultPlan,
-    fault: Fault | None,
-    hit: npt.NDArray[np.bool_],
+def _collectives(
+    levels: ServingLevels,
+    f: _Fault,
     forward_start: Array,
-    forward: Array,
     compute: Array,
-    step: Array,
+    healthy: Array,
+    tokens: Array,
     rng: np.random.Generator,
     sub: list[SubSpan],
 ) -> Array:
-    """AllReduce and Send spans per rank; returns each rank's AllReduce end (n, ranks)."""
-    n, ranks = forward.shape
-    r = plan.rank
-    duration = step[:, None] * rng.uniform(0.12, 0.25, (n, ranks))
-    # ranks that finish compute early wait for the slowest inside the collective
-    duration += (step[:, None] - compute) * 0.8
-    start = forward_start[:, None] + forward - duration - step[:, None] * rng.uniform(0.02, 0.3, (n, ranks))
-    start = np.maximum(start, forward_start[:, None])
-    send = 4e-6 * rng.lognormal(0.0, 0.25, (n, ranks))
-    if fault is Fault.NCCL_COMMUNICATION:
-        late = forward_start + forward[:, r] + _ln(rng, 2e-4, 0.5, n)  # no longer overlaps the forward
-        if plan.variant is Variant.PEERS:
-            own = duration[:, r] * rng.uniform(1.0, 1.3, n)
-            send[:, r] = np.where(hit, _ln(rng, 18e-6, 0.25, n), send[:, r])
-        else:
-            own = duration[:, r] * plan.magnitude * rng.lognormal(0, 0.15, n)
-            send[:, r] = np.where(hit, _ln(rng, 30e-6, 0.4, n), send[:, r])
-        end_r = late + own
-        for k in range(ranks):
-            if k == r:
-                continue
-            # peers sit in the collective until the slow rank arrives
-            peers = plan.variant is Variant.PEERS
-            waited = end_r - start[:, k] if peers else duration[:, k] * rng.uniform(1.5, 2.5, n)
-            duration[:, k] = np.where(hit, np.maximum(waited, duration[:, k]), duration[:, k])
-        start[:, r] = np.where(hit, late, start[:, r])
-        duration[:, r] = np.where(hit, own, duration[:, r])
-    nccl_bytes = np.round(step[:, None] * 2.4e9 * rng.lognormal(0, 0.05, (n, ranks)))
-    for k in range(ranks):
-        signals = {Signal.NCCL_BYTES: nccl_bytes[:, k]}
-        sub.append(SubSpan(k, "nccl:AllReduce", start[:, k], duration[:, k], False, signals))
-        send_start = forward_start + forward[:, k] * rng.uniform(0.6, 0.95, n)
-        sub.append(SubSpan(k, "nccl:Send", send_start, send[:, k], False, {}))
-    result: Array = start + duration
+    """AllReduce and Send spans per rank; returns when the last rank leaves the collective."""
+    n, tp = compute.shape
+    r = f.rank
+    step = compute.max(axis=1)
+    comm = levels.comm_share * healthy.mean(axis=1)[:, None] * rng.lognormal(0.0, 0.08, (n, tp))
+    send = levels.send_s * rng.lognormal(0.0, 0.25, (n, tp))
+    nccl = f.on(Fault.NCCL_COMMUNICATION)
+    ring = nccl & (f.mode is Mode.COLLECTIVE)
+    if r >= 0 and f.fault is Fault.NCCL_COMMUNICATION:
+        comm *= np.where(ring, f.size * rng.lognormal(0.0, 0.1, n), 1.0)[:, None]
+        send_factor = f.size if f.mode is Mode.P2P else f.size ** (0.2 if f.variant is Variant.PEERS else 0.5)
+        send[:, r] *= np.where(nccl, send_factor, 1.0)
+    # each rank enters the collective near the end of its own compute; all leave together
+    tail = comm * rng.uniform(0.1, 0.3, (n, tp))
+    leave = forward_start[:, None] + step[:, None] + tail
+    enter = forward_start[:, None] + compute + tail - comm
+    if r >= 0:
+        # the slow link's rank can no longer overlap: it sends after its compute, the others wait
+        late = forward_start + compute[:, r] + _ln(rng, 2e-4, 0.5, n)
+        enter[:, r] = np.where(ring, late, enter[:, r])
+        leave[:, r] = np.where(ring, late + comm[:, r], leave[:, r])
+        leave = np.where(ring[:, None], np.maximum(leave, leave[:, r : r + 1] + _ln(rng, 3e-5, 0.3, (n, tp))), leave)
+    enter = np.maximum(enter, forward_start[:, None])
+    for k in range(tp):
+        signals = {Signal.NCCL_BYTES: np.round(tokens * levels.comm_bytes_per_token * rng.lognormal(0, 0.05, n))}
+        sub.append(SubSpan(k, "nccl:AllReduce", enter[:, k], leave[:, k] - enter[:, k], False, signals))
+        send_start = forward_start + compute[:, k] * rng.uniform(0.6, 0.95, n)
+        p2p = {Signal.NCCL_BYTES: np.round(_ln(rng, 16_384.0, 0.5, n))}
+        sub.append(SubSpan(k, "nccl:Send", send_start, send[:, k], False, p2p))
+    result: Array = leave.max(axis=1)
     return result
 
 
 def _gpu_signals(
-    plan: FaultPlan,
-    fault: Fault | None,
-    hit: npt.NDArray[np.bool_],
+    levels: ServingLevels,
+    ranks: RankLevels,
+    f: _Fault,
     busy: Array,
     tokens_in: Array,
     tokens_out: Array,
@@ -174,40 +206,42 @@ def _gpu_signals(
     rng: np.random.Generator,
 ) -> dict[Signal, Array]:
     """Nsight-style DRAM, L2 and KV-cache attributes of one rank's `model_forward` spans."""
-    n = int(hit.shape[0])
-    mine = hit & (rank == plan.rank)
-    level = (busy - 0.6) / 0.9
-    utilization = np.clip(0.45 + 0.25 * level + rng.normal(0, 0.07, n), 0.22, 0.86)
-    dram = (tokens_out * 4.0e9 + tokens_in * 2.0e7) * rng.lognormal(0, 0.15, n)
+    n = int(busy.shape[0])
+    mine = rank == f.rank
+    gpu = f.on(Fault.GPU_MEMORY_BANDWIDTH) & mine
+    kv = f.on(Fault.KV_CACHE_FRAGMENTATION) & mine
+    noise = levels.noise
+    utilization = ranks.dram[rank] + 0.1 * (busy - 1.0) + rng.normal(0, noise, n)
+    utilization = np.where(gpu, _towards_one(utilization, f.size), utilization)
+    utilization = np.where(kv, _towards_one(utilization, f.size**0.15), utilization)
+    dram = (tokens_out * levels.dram_bytes_per_token + tokens_in * 2.0e7) * rng.lognormal(0, 0.15, n)
+    dram = np.where(gpu, dram * f.size**0.2, dram)
     sectors = dram / 32 * rng.uniform(2.5, 4.0, n)
-    allocation = np.clip(1.0 - rng.beta(1.5, 60.0, n), 0.9, 1.0)
-    block = np.maximum(_ln(rng, 256 * KIB, 0.35, n), 136 * KIB)
-    usage = np.clip(0.3 + 0.35 * level + rng.normal(0, 0.08, n), 0.05, 0.95)
-    if fault is Fault.GPU_MEMORY_BANDWIDTH:
-        utilization = np.where(mine, np.clip(rng.normal(0.935, 0.03, n), 0.86, 0.995), utilization)
-        dram = np.where(mine, dram * rng.uniform(1.5, 2.0, n), dram)
-    if fault is Fault.KV_CACHE_FRAGMENTATION:
-        allocation = np.where(mine, rng.uniform(0.42, 0.72, n), allocation)
-        block = np.where(mine, np.clip(_ln(rng, 16 * KIB, 0.4, n), 4 * KIB, 36 * KIB), block)
-        sectors = np.where(mine, sectors * rng.uniform(2.0, 3.2, n), sectors)
-        usage = np.where(mine, np.clip(rng.normal(0.9, 0.04, n), 0.7, 0.99), usage)
+    sectors = np.where(kv, sectors * np.sqrt(f.size), sectors)
+    allocation = ranks.kv_allocation[rank] * (1 - rng.beta(1.5, 150.0, n))
+    allocation = np.where(kv, allocation / np.sqrt(f.size) * rng.lognormal(0, 0.05, n), allocation)
+    block = _ln(rng, levels.block_bytes, 0.25, n)
+    block = np.where(kv, block / f.size, block)
+    usage = ranks.kv_usage[rank] + 0.25 * (busy - 1.0) + rng.normal(0, noise, n)
+    usage = np.where(kv, _towards_one(np.clip(usage, 0, 1), np.sqrt(f.size)), usage)
     return {
-        Signal.GPU_DRAM_UTILIZATION: utilization,
+        Signal.GPU_DRAM_UTILIZATION: np.clip(utilization, 0.02, 0.998),
         Signal.GPU_DRAM_BYTES: dram.round(),
         Signal.GPU_L2_SECTORS: sectors.round(),
-        Signal.KV_BLOCK_ALLOCATION_RATE: allocation,
-        Signal.KV_AVG_BLOCK_SIZE: block.round(),
-        Signal.KV_USAGE: usage,
+        Signal.KV_BLOCK_ALLOCATION_RATE: np.clip(allocation, 0.01, 1.0),
+        Signal.KV_AVG_BLOCK_SIZE: np.maximum(block, 512.0).round(),
+        Signal.KV_USAGE: np.clip(usage, 0.01, 0.999),
     }
 
 
-def _numa_signals(
-    plan: FaultPlan, fault: Fault | None, hit: npt.NDArray[np.bool_], rank: int, rng: np.random.Generator
-) -> dict[Signal, Array]:
+def _numa_signals(ranks: RankLevels, f: _Fault, rank: int, rng: np.random.Generator) -> dict[Signal, Array]:
     """Sampling runs on the CPU: its process's NUMA node against the GPU's, and remote accesses.
-    Rank 3 is a little noisier than the others even when healthy."""
+    A rank steadily placed on the other socket is mismatched and remote-heavy while healthy."""
+    hit = f.on(Fault.NUMA_MISMATCH) & (rank == f.rank)
     n = int(hit.shape[0])
-    mine: npt.NDArray[np.bool_] = hit & (rank == plan.rank) & (fault is Fault.NUMA_MISMATCH)
-    remote = rng.beta(3.0, 25.0, n) if rank == 3 else rng.beta(2.0, 35.0, n)
-    remote = np.where(mine, rng.beta(6.0, 14.0, n), remote)
-    return {Signal.NUMA_REMOTE_RATIO: remote, Signal.NUMA_MISMATCH: mine.astype(np.float64)}
+    remote = np.clip(ranks.remote[rank] * rng.lognormal(0.0, 0.3, n), 0.0, 1.0)
+    misplaced = f.mode is Mode.MISPLACED
+    moved = remote + (1 - remote) * rng.uniform(0.3, 0.9) if misplaced else _towards_one(remote, f.size)
+    remote = np.where(hit, np.clip(moved * rng.lognormal(0.0, 0.05, n), 0.0, 1.0), remote)
+    mismatch = np.where(hit & (f.mode is Mode.MISPLACED), 1.0, float(ranks.misplaced[rank]))
+    return {Signal.NUMA_REMOTE_RATIO: remote, Signal.NUMA_MISMATCH: np.broadcast_to(mismatch, (n,)).astype(np.float64)}

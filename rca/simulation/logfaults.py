@@ -47,7 +47,11 @@ def fault_lines(ct: CompiledTopology, plan: FaultPlan, table: LineTable, rng: np
     n_ops = len(ct.calls)
     if plan.fault is Fault.ERRORS:
         variants = rng.choice(lf.ids(lf.EXCEPTIONS), int(rng.integers(1, 3)), replace=False)
-        ops = np.flatnonzero((ct.op_service == plan.service_index) & (ct.op_kind == KIND_SERVER))
+        if plan.peer:  # a failing datastore: the operations calling it log the client's exception
+            calls = [ct.calls[op][:, 0].astype(np.int64).tolist() for op in range(n_ops)]
+            ops = np.array([op for op in range(n_ops) if any(ct.op_peer[c] == plan.peer for c in calls[op])], np.int64)
+        else:
+            ops = np.flatnonzero((ct.op_service == plan.service_index) & (ct.op_kind == KIND_SERVER))
         op, fmt = np.repeat(ops, variants.shape[0]), np.tile(variants, ops.shape[0])
         lines = np.full((n_ops, variants.shape[0]), -1, np.int64)
         lines[ops] = table.add(op, ct.op_service[op], fmt, LineKind.EXTRA).reshape(ops.shape[0], -1)
@@ -111,6 +115,8 @@ def fault_records(
     """The fault's new records: (invocation row, line, time)."""
     if plan.fault is Fault.ERRORS:
         rows = np.flatnonzero(inv.failing & (rng.random(len(inv)) < evidence.share))
+        if plan.peer:  # the failed datastore call's caller logs it
+            rows = inv.parent[rows]
         variant = rng.integers(0, evidence.lines.shape[1], rows.shape[0])
         line = evidence.lines[inv.op[rows], variant]
         rows, line = rows[line >= 0], line[line >= 0]

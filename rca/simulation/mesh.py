@@ -28,9 +28,10 @@ def _names(count: int) -> list[str]:
     return [f"{names[i % len(names)]}-{i // len(names)}" if i >= len(names) else names[i] for i in range(count)]
 
 
-def mesh(services: int) -> Topology:
-    """`services` services (two user-facing gateways included) in layers of growing width."""
-    rng = np.random.default_rng(_MESH_SEED + services)
+def mesh(services: int, variant: int = 0) -> Topology:
+    """`services` services (two user-facing gateways included) in layers of growing width; each
+    `variant` wires them differently."""
+    rng = np.random.default_rng([_MESH_SEED + services, variant] if variant else _MESH_SEED + services)
     layers = 6 if services <= 300 else 8
     inner = _names(services - 2)
     weights = np.minimum(np.arange(1, layers + 1), 4).astype(float)

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import zlib
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
 
 from rca.ranking import Fault
 from rca.simulation.alerts import decide_alerts, notifications
-from rca.simulation.case import SimulatedCase, Truth
+from rca.simulation.case import Root, SimulatedCase, Truth
 from rca.simulation.columns import chunks
-from rca.simulation.faults import LLM_FAULTS, Variant, plan_fault
+from rca.simulation.conditions import Conditions
+from rca.simulation.faults import LLM_FAULTS, Variant, plan_fault, plan_second_root
 from rca.simulation.generator import generate_invocations
 from rca.simulation.logs import log_chunks, write_logs
 from rca.simulation.mesh import mesh
-from rca.simulation.topologies import boutique, llm
-from rca.simulation.topology import CompiledTopology, Topology
+from rca.simulation.profiles import PROFILES, Profile, profile_named
+from rca.simulation.topologies import LlmLayout, boutique, llm
+from rca.simulation.topology import CompiledTopology
 from rca.simulation.traffic import Hiccups, Traffic
 
 BATCH_SECONDS = 5.0
@@ -25,28 +28,36 @@ _ANCHOR_SPREAD_S = 30 * 86_400
 _RECOVERY_S = 120  # traffic after the fault, for the resolved notifications
 _LOG_STREAM = 1  # the log writer's own random stream
 
-TOPOLOGIES: dict[str, Callable[[], Topology]] = {
-    "llm": llm,
-    "boutique": boutique,
-    "mesh200": lambda: mesh(200),
-    "mesh1000": lambda: mesh(1000),
-}
+TOPOLOGIES = ("llm", "boutique", "mesh200", "mesh1000")
 _GENERIC = (Fault.LATENCY, Fault.ERRORS, Fault.CALL_STRUCTURE)
-_HARD = {
-    "llm": ("nccl_communication-peers",),
+_EXTRA = {
+    "llm": (
+        "latency-datastore",
+        "errors-datastore",
+        "nccl_communication-peers",
+        *(f"{f}-double" for f in sorted(LLM_FAULTS)),
+    ),
     "boutique": ("latency-partial", "errors-partial"),
     "mesh200": ("errors-lowtraffic", "latency-lowtraffic"),
 }
 SCENARIOS: tuple[str, ...] = tuple(
     f"{topology}-{name}"
     for topology in TOPOLOGIES
-    for name in (*_GENERIC, *(sorted(LLM_FAULTS) if topology == "llm" else ()), *_HARD.get(topology, ()))
+    for name in (*_GENERIC, *(sorted(LLM_FAULTS) if topology == "llm" else ()), *_EXTRA.get(topology, ()))
 )
+_SECOND = 1_000_000_000
 
 
 @cache
-def compiled(topology: str) -> CompiledTopology:
-    return CompiledTopology(TOPOLOGIES[topology]())
+def compiled(topology: str, layout: LlmLayout | None = None, variant: int = 0) -> CompiledTopology:
+    """The topology (an LLM one as `layout` deploys it, a mesh wired as `variant`), compiled."""
+    if topology == "llm":
+        return CompiledTopology(llm(layout))
+    if topology == "boutique":
+        return CompiledTopology(boutique())
+    if topology.startswith("mesh") and topology in TOPOLOGIES:
+        return CompiledTopology(mesh(int(topology.removeprefix("mesh")), variant))
+    raise ValueError(f"unknown topology {topology!r}; known: {', '.join(TOPOLOGIES)}")
 
 
 def parse(scenario: str) -> tuple[str, Fault, Variant]:
@@ -62,27 +73,70 @@ def default_start_ns(seed: int) -> int:
     return ANCHOR_NS + (seed * 7_919 % _ANCHOR_SPREAD_S) * 1_000_000_000
 
 
-def simulate(scenario: str, *, seed: int, start_ns: int | None = None, rate: float | None = None) -> SimulatedCase:
+def draw_layout(profile: Profile, rng: np.random.Generator) -> LlmLayout:
+    """A TP degree, one or two engine replicas, and which optional services run."""
+    degrees = [d for d, _ in profile.tp_weights]
+    weights = np.array([w for _, w in profile.tp_weights])
+    tp = degrees[int(rng.choice(len(degrees), p=weights / weights.sum()))]
+    replicas = 2 if rng.random() < profile.two_replicas else 1
+    optional = frozenset(name for name, chance in profile.optional_services if rng.random() < chance)
+    return LlmLayout(tp, replicas, optional)
+
+
+def _traffic(start: int, stop: int, rate: float, profile: Profile, rng: np.random.Generator) -> Traffic:
+    """The case's load: its daily and minutes-scale swings, and maybe a burst of 1-3 minutes."""
+    traffic = Traffic(
+        start,
+        stop,
+        rate,
+        wave_period_s=float(rng.uniform(120, 900)),
+        wave_phase=float(rng.uniform(0, 2 * np.pi)),
+        day_amplitude=profile.day_amplitude.one(rng),
+        wave_amplitude=profile.wave_amplitude.one(rng),
+    )
+    if rng.random() >= profile.burst_chance:
+        return traffic
+    begin = int(rng.uniform(start / _SECOND + 60, stop / _SECOND - 180)) * _SECOND
+    end = begin + int(rng.uniform(60, 180)) * _SECOND
+    return replace(traffic, burst_start_ns=begin, burst_end_ns=end, burst_factor=float(rng.uniform(1.2, 2.0)))
+
+
+def simulate(
+    scenario: str,
+    *,
+    seed: int,
+    start_ns: int | None = None,
+    rate: float | None = None,
+    profile: str = "default",
+) -> SimulatedCase:
     """One case: ~6 min of normal traffic, the fault for ~4 min, 2 min of recovery; `rate` is the
-    mean requests per second (default: the topology's, ~20-60k spans a case). Deterministic per seed."""
+    mean requests per second (default: the topology's times the profile's draw, ~20-60k spans a
+    case). Every level, size and layout is drawn from `profile`. Deterministic per seed."""
     topology, fault, variant = parse(scenario)
-    ct = compiled(topology)
-    rng = np.random.default_rng([seed, SCENARIOS.index(scenario)])
+    drawn = profile_named(profile)
+    key = zlib.crc32(scenario.encode())
+    rng = np.random.default_rng([seed, key, list(PROFILES).index(profile)])
+    layout = draw_layout(drawn, rng) if topology == "llm" else None
+    ct = compiled(topology, layout, drawn.mesh_variant if topology.startswith("mesh") else 0)
     start = default_start_ns(seed) if start_ns is None else start_ns
-    inject = start + int(rng.uniform(330, 390)) * 1_000_000_000
-    end = inject + int(rng.uniform(210, 270)) * 1_000_000_000
-    stop = end + _RECOVERY_S * 1_000_000_000
-    plan = plan_fault(ct, fault, variant, inject, end, rng)
-    requests = ct.topology.default_rate if rate is None else rate
+    inject = start + int(rng.uniform(330, 390)) * _SECOND
+    end = inject + int(rng.uniform(210, 270)) * _SECOND
+    stop = end + _RECOVERY_S * _SECOND
+    plan = plan_fault(ct, fault, variant, inject, end, rng, drawn)
+    plans = (plan, plan_second_root(ct, plan, stop, rng, drawn)) if variant is Variant.DOUBLE else (plan,)
+    requests = ct.topology.default_rate * drawn.rate_scale.one(rng) if rate is None else rate
     if requests <= 0:
         raise ValueError(f"rate must be positive, got {requests}")
-    traffic = Traffic(start, stop, requests, float(rng.uniform(240, 600)), float(rng.uniform(0, 2 * np.pi)))
+    traffic = _traffic(start, stop, requests, drawn, rng)
+    conditions = Conditions.draw(ct, drawn, rng)
     noisy = [ct.service_index[s] for s in ct.topology.noisy]
-    batch, invocations = generate_invocations(ct, plan, traffic, Hiccups.draw(noisy, start, stop, rng), rng)
+    hiccups = Hiccups.draw(noisy, start, stop, rng, drawn.hiccups, (drawn.hiccup_factor.lo, drawn.hiccup_factor.hi))
+    batch, invocations = generate_invocations(ct, plans, traffic, hiccups, rng, conditions)
     alerts = decide_alerts(batch, ct.topology.user_facing, inject, end, rng)
     sent = notifications(alerts, rng)
-    log_rng = np.random.default_rng([seed, SCENARIOS.index(scenario), _LOG_STREAM])  # spans stay as they were
-    logs = write_logs(ct, plan, invocations, start, stop, log_rng)
+    log_rng = np.random.default_rng([seed, key, list(PROFILES).index(profile), _LOG_STREAM])
+    log_plan = next((p for p in plans if p.fault not in LLM_FAULTS), plan)
+    logs = write_logs(ct, log_plan, invocations, start, stop, log_rng)
     truth = Truth(
         scenario=scenario,
         seed=seed,
@@ -94,6 +148,12 @@ def simulate(scenario: str, *, seed: int, start_ns: int | None = None, rate: flo
         end_ns=end,
         alert_services=tuple(dict.fromkeys(a.service for a in alerts)),
         services=len(ct.services),
+        profile=profile,
+        layout=layout.label if layout else "",
+        hot_services=conditions.hot,
+        roots=tuple(
+            Root(p.node, str(p.fault), p.service, p.magnitude, p.inject_ns, p.end_ns, str(p.mode)) for p in plans
+        ),
     )
     return SimulatedCase(
         truth=truth,

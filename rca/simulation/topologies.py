@@ -3,31 +3,74 @@ Online-Boutique-sized shop. Self times are medians in seconds."""
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+
 from rca.simulation.topology import Call, LlmCluster, Operation, Role, Topology, db
 
-TP_RANKS = 4
+OPTIONAL_SERVICES = ("moderation", "embedding-service", "guardrails", "reranker")
 
 
-def llm() -> Topology:
-    """web-frontend / api-gateway → auth, moderation, router → rag-retriever → qdrant, redis
-    cache, vllm-engine `llm_request` → tensor-parallel `vllm-worker-{k}`; billing, user-service."""
-    workers = tuple(f"vllm-worker-{k}" for k in range(TP_RANKS))
+@dataclass(frozen=True, slots=True)
+class LlmLayout:
+    """How the LLM stack is deployed: tensor-parallel degree, engine replicas (each its own
+    communicator on its own host) and which optional services exist."""
+
+    tp: int = 4
+    replicas: int = 1
+    optional: frozenset[str] = frozenset({"moderation", "embedding-service"})
+
+    def __post_init__(self) -> None:
+        if self.tp < 2 or self.replicas < 1 or not self.optional <= set(OPTIONAL_SERVICES):
+            raise ValueError(f"bad LLM layout {self}")
+
+    @property
+    def label(self) -> str:
+        return f"tp{self.tp}x{self.replicas}"
+
+
+def engines(layout: LlmLayout) -> tuple[LlmCluster, ...]:
+    """Replica 0 is `vllm-engine` with `vllm-worker-{k}` on `gpu-node-1`; replica r > 0 is
+    `vllm-engine-{letter}` with `vllm-worker-{letter}-{k}` on `gpu-node-{r + 1}` (b, c, ...). A
+    rank's GPU sits on the socket of its half of the board."""
+    out = []
+    for r in range(layout.replicas):
+        suffix = "" if r == 0 else f"-{chr(ord('a') + r)}"
+        workers = tuple(f"vllm-worker{suffix}-{k}" for k in range(layout.tp))
+        numa = tuple(int(k >= layout.tp // 2) for k in range(layout.tp))
+        host = f"gpu-node-{r + 1}"
+        comm = hashlib.blake2b(f"{host}/{layout.tp}".encode(), digest_size=8).hexdigest()
+        out.append(LlmCluster(f"vllm-engine{suffix}", workers, host, numa, comm))
+    return tuple(out)
+
+
+def llm(layout: LlmLayout | None = None) -> Topology:
+    """web-frontend / api-gateway → auth, [moderation], [guardrails], router → rag-retriever →
+    [embedding-service], qdrant, [reranker]; redis caches; router → one engine replica's
+    `llm_request` → its tensor-parallel `vllm-worker-*` ranks; billing, user-service."""
+    layout = layout or LlmLayout()
+    has = layout.optional
+    replicas = engines(layout)
     chat = "POST /v1/chat/completions"
+    share = 0.92 / len(replicas)
+    gateway_calls = [Call("auth-service", "Authenticate")]
+    gateway_calls += [Call("moderation", "Check", 0.6)] if "moderation" in has else []
+    gateway_calls += [Call("guardrails", "Validate", 0.9)] if "guardrails" in has else []
+    gateway_calls += [Call("router", "Route"), Call("billing", "RecordUsage", 0.95)]
+    embed = (Call("embedding-service", "Embed"),) if "embedding-service" in has else ()
+    rerank = (Call("reranker", "Rerank", 0.8),) if "reranker" in has else ()
+    retrieve_calls = (*embed, Call("rag-retriever", "search"), *rerank)
+    optional_ops = {
+        "moderation": Operation("moderation", "Check", 0.012, sigma=1.1, error_rate=0.01),
+        "guardrails": Operation("guardrails", "Validate", 0.006, sigma=0.8, error_rate=0.005),
+        "embedding-service": Operation("embedding-service", "Embed", 0.012, sigma=0.35),
+        "reranker": Operation("reranker", "Rerank", 0.02, sigma=0.5),
+    }
     ops = (
         Operation("web-frontend", "POST /chat", 0.004, calls=(Call("api-gateway", chat),)),
         Operation("web-frontend", "GET /history", 0.003, calls=(Call("api-gateway", "GET /v1/history"),)),
         Operation("web-frontend", "GET /", 0.002, calls=(Call("user-service", "GetProfile", 0.6),)),
-        Operation(
-            "api-gateway",
-            chat,
-            0.002,
-            calls=(
-                Call("auth-service", "Authenticate"),
-                Call("moderation", "Check", 0.6),
-                Call("router", "Route"),
-                Call("billing", "RecordUsage", 0.95),
-            ),
-        ),
+        Operation("api-gateway", chat, 0.002, calls=tuple(gateway_calls)),
         Operation(
             "api-gateway",
             "GET /v1/history",
@@ -46,7 +89,7 @@ def llm() -> Topology:
         Operation("user-service", "GetHistory", 0.003, calls=(Call("user-service", "SELECT messages", 1.0, 3),)),
         db("user-service", "SELECT users", "postgresql", 0.0015),
         db("user-service", "SELECT messages", "postgresql", 0.004, 0.7),
-        Operation("moderation", "Check", 0.012, sigma=1.1, error_rate=0.01),
+        *(optional_ops[name] for name in OPTIONAL_SERVICES if name in has),
         Operation(
             "router",
             "Route",
@@ -54,19 +97,13 @@ def llm() -> Topology:
             calls=(
                 Call("router", "GET prompt-cache"),
                 Call("rag-retriever", "Retrieve", 0.7),
-                Call("vllm-engine", "llm_request", 0.92),
+                *(Call(c.engine, "llm_request", share, group=1) for c in replicas),
             ),
         ),
         db("router", "GET prompt-cache", "redis", 0.0005),
-        Operation(
-            "rag-retriever",
-            "Retrieve",
-            0.003,
-            calls=(Call("embedding-service", "Embed"), Call("rag-retriever", "search")),
-        ),
+        Operation("rag-retriever", "Retrieve", 0.003 if "embedding-service" in has else 0.012, calls=retrieve_calls),
         db("rag-retriever", "search", "qdrant", 0.008, 0.6),
-        Operation("embedding-service", "Embed", 0.012, sigma=0.35),
-        Operation("vllm-engine", "llm_request", 0.0, role=Role.LLM_REQUEST),
+        *(Operation(c.engine, "llm_request", 0.0, role=Role.LLM_REQUEST) for c in replicas),
         Operation("billing", "RecordUsage", 0.003, error_rate=0.04, calls=(Call("billing", "INSERT usage"),)),
         db("billing", "INSERT usage", "postgresql", 0.002),
     )
@@ -81,11 +118,11 @@ def llm() -> Topology:
             ("api-gateway", "GET /v1/models", 0.05),
         ),
         user_facing=("web-frontend", "api-gateway"),
-        noisy=("moderation", "billing"),
+        noisy=tuple(s for s in ("moderation", "guardrails", "billing") if s == "billing" or s in has),
         instances=(("router", 2), ("rag-retriever", 2), ("auth-service", 2)),
         default_rate=2.0,
-        llm=LlmCluster("vllm-engine", workers, "gpu-node-1", gpu_numa=(0, 0, 1, 1)),
-        extra_services=workers,
+        engines=replicas,
+        extra_services=tuple(w for c in replicas for w in c.workers),
     )
 
 

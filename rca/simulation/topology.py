@@ -25,12 +25,14 @@ class Role(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One downstream call an operation may make (`count` calls, 1..max_count, when made)."""
+    """One downstream call an operation may make (`count` calls, 1..max_count, when made); calls
+    of one `group` exclude each other, their probabilities summing to at most 1."""
 
     service: str
     operation: str
     probability: float = 1.0
     max_count: int = 1
+    group: int = 0  # > 0: one of the operation's calls of this group at most (a load balancer's pick)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +60,14 @@ def db(service: str, name: str, peer: str, median_s: float, sigma: float = 0.5) 
 
 @dataclass(frozen=True, slots=True)
 class LlmCluster:
-    """The tensor-parallel serving group behind the engine (contract section 6)."""
+    """One engine replica's tensor-parallel group (contract section 6): its own GPUs on its own
+    host, its ranks one NCCL communicator."""
 
     engine: str
     workers: tuple[str, ...]
     host: str
     gpu_numa: tuple[int, ...]  # NUMA node of each rank's GPU
+    comm_id: str  # the communicator's id (`nccl.comm_id`)
 
     def gpu_node(self, rank: int) -> str:
         return f"gpu:{self.host}/{rank}"
@@ -78,7 +82,7 @@ class Topology:
     noisy: tuple[str, ...]  # healthy but high-variance or error-prone services
     instances: tuple[tuple[str, int], ...] = ()  # replicas where more than one
     default_rate: float = 2.0  # requests per second
-    llm: LlmCluster | None = None
+    engines: tuple[LlmCluster, ...] = ()  # the LLM engine replicas
     extra_services: tuple[str, ...] = field(default=())  # services with spans but no generic ops
 
 
@@ -101,11 +105,12 @@ class CompiledTopology:
         self.op_parallel = np.array([o.parallel for o in ops])
         self.op_kind = np.array([o.kind for o in ops], np.int8)
         self.op_role = np.array([o.role for o in ops], np.int8)
-        # per op: (callee op, probability, max count) rows
+        # per op: (callee op, probability, max count, exclusive group) rows
         self.calls: list[npt.NDArray[np.float64]] = []
         for o in ops:
-            rows = [(self.op_index[(c.service, c.operation)], c.probability, c.max_count) for c in o.calls]
-            self.calls.append(np.array(rows, np.float64).reshape(-1, 3))
+            rows = [(self.op_index[(c.service, c.operation)], c.probability, c.max_count, c.group) for c in o.calls]
+            self.calls.append(np.array(rows, np.float64).reshape(-1, 4))
+        self.op_peer = tuple(o.peer for o in ops)
         # every call flat, operation by operation: op's calls are rows call_offset[op]:call_offset[op + 1]
         self.call_offset = np.concatenate([[0], np.cumsum([c.shape[0] for c in self.calls])]).astype(np.int64)
         self.call_callee = np.concatenate([c[:, 0] for c in self.calls] + [np.zeros(0)]).astype(np.int64)
@@ -156,7 +161,7 @@ class CompiledTopology:
         visits = np.zeros(len(self.calls))
         np.add.at(visits, self.entry_ops, self.entry_weights)
         for op in self.topological_order():
-            for callee, p, count in self.calls[op].tolist():
+            for callee, p, count, _ in self.calls[op].tolist():
                 visits[int(callee)] += visits[op] * p * (1 + count) / 2
         return visits
 

@@ -15,20 +15,28 @@ _BIN_S = 0.1
 
 @dataclass(frozen=True, slots=True)
 class Traffic:
-    """Mean `rate` requests per second over a day; peak at 15:00 UTC, trough at 03:00."""
+    """Mean `rate` requests per second over a day (peak at 15:00 UTC, trough at 03:00), a slower
+    minutes-scale wave, and optionally a burst: load `burst_factor` times higher in
+    [burst_start_ns, burst_end_ns)."""
 
     start_ns: int
     end_ns: int
     rate: float
     wave_period_s: float
     wave_phase: float
+    day_amplitude: float = 0.35
+    wave_amplitude: float = 0.12
+    burst_start_ns: int = 0
+    burst_end_ns: int = 0
+    burst_factor: float = 1.0
 
     def load(self, t_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Request rate at `t_ns` relative to the day's mean."""
         t = t_ns / 1e9
-        day = 1.0 + 0.35 * np.sin(2 * math.pi * ((t % DAY_S) / DAY_S - 0.375))
-        wave = 1.0 + 0.12 * np.sin(2 * math.pi * t / self.wave_period_s + self.wave_phase)
-        result: npt.NDArray[np.float64] = day * wave
+        day = 1.0 + self.day_amplitude * np.sin(2 * math.pi * ((t % DAY_S) / DAY_S - 0.375))
+        wave = 1.0 + self.wave_amplitude * np.sin(2 * math.pi * t / self.wave_period_s + self.wave_phase)
+        burst = np.where((t_ns >= self.burst_start_ns) & (t_ns < self.burst_end_ns), self.burst_factor, 1.0)
+        result: npt.NDArray[np.float64] = day * wave * burst
         return result
 
     def arrivals(self, rng: np.random.Generator) -> npt.NDArray[np.int64]:
@@ -50,13 +58,21 @@ class Hiccups:
     factor: npt.NDArray[np.float64]
 
     @staticmethod
-    def draw(services: list[int], start_ns: int, end_ns: int, rng: np.random.Generator) -> Hiccups:
-        count = rng.integers(2, 5, len(services))
-        service = np.repeat(np.asarray(services, np.int64), count)
+    def draw(
+        services: list[int],
+        start_ns: int,
+        end_ns: int,
+        rng: np.random.Generator,
+        count: tuple[int, int] = (2, 5),
+        factor: tuple[float, float] = (2.5, 5.0),
+    ) -> Hiccups:
+        """[lo, hi) hiccups per service, each 10-40 s long and `factor` times slower."""
+        counts = rng.integers(*count, len(services))
+        service = np.repeat(np.asarray(services, np.int64), counts)
         n = service.shape[0]
         begin = rng.integers(start_ns, end_ns, n)
         length = (rng.uniform(10, 40, n) * 1e9).astype(np.int64)
-        return Hiccups(service, begin, begin + length, rng.uniform(2.5, 5.0, n))
+        return Hiccups(service, begin, begin + length, rng.uniform(*factor, n))
 
     def factors(self, service: npt.NDArray[np.int64], t_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """The slowdown of each (service, time) pair (1 outside every hiccup)."""
