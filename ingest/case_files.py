@@ -23,10 +23,12 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 
 from ingest.otlp_encode import encode_batch, encode_log_batch
 from rca.alerts import format_rfc3339
 from rca.simulation import SimulatedCase
+from rca.simulation.attributes import PRIORITY_HEADER, SpanAttributes
 
 SPANS_PER_FILE = 250_000
 RECORDS_PER_FILE = 250_000
@@ -80,6 +82,29 @@ def _write_parts(parts: list[Message], stem: str, out: Path) -> list[Path]:
     return written
 
 
+def _any(value: str | int | tuple[str, ...]) -> AnyValue:
+    if isinstance(value, tuple):
+        return AnyValue(array_value=ArrayValue(values=[AnyValue(string_value=v) for v in value]))
+    return AnyValue(string_value=value) if isinstance(value, str) else AnyValue(int_value=value)
+
+
+def _with_attributes(chunk: bytes, attributes: SpanAttributes) -> bytes:
+    """An encoded trace request with what the case's spans also carry: NCCL communicators and
+    ranks, and its deployment's spelling of token counts and urgency."""
+    request = ExportTraceServiceRequest.FromString(chunk)
+    for resource_spans in request.resource_spans:
+        for scope in resource_spans.scope_spans:
+            for span in scope.spans:
+                for kv in span.attributes:
+                    key = attributes.spelling(kv.key)
+                    if key == PRIORITY_HEADER and kv.key != key:
+                        kv.value.CopyFrom(_any(attributes.header(kv.value.int_value)))
+                    kv.key = key
+                extra = attributes.extra(int.from_bytes(span.span_id, "big"))
+                span.attributes.extend(KeyValue(key=k, value=_any(v)) for k, v in extra.items())
+    return bytes(request.SerializeToString())
+
+
 def truth_json(case: SimulatedCase) -> dict[str, Any]:
     """`Truth` with the same field names (times in epoch ns), plus the times as RFC3339
     (`inject`, `end`)."""
@@ -94,7 +119,7 @@ def write_case(case: SimulatedCase, out: Path) -> list[Path]:
     """Writes every file of the case under `out` (created); returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "webhooks").mkdir(exist_ok=True)
-    spans = (chunk for batch in case.batches for chunk in encode_batch(batch))
+    spans = (_with_attributes(chunk, case.attributes) for batch in case.batches for chunk in encode_batch(batch))
     written = _write_parts(_merged(spans, _TRACES, SPANS_PER_FILE), "traces", out)
     records = (chunk for batch in case.logs for chunk in encode_log_batch(batch))
     written += _write_parts(_merged(records, _LOGS, RECORDS_PER_FILE), "logs", out)

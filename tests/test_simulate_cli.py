@@ -172,6 +172,44 @@ def test_shifted_profile_and_two_roots(tmp_path: Path, capsys: pytest.CaptureFix
     assert "unknown profile" in capsys.readouterr().err
 
 
+def _span_attributes(path: Path) -> list[tuple[str, str, dict[str, object]]]:
+    """(service, span name, attributes) of every span in an OTLP/JSON traces file."""
+    document = json.loads(path.read_text())
+    out = []
+    for resource in document["resourceSpans"]:
+        names = (a["value"]["stringValue"] for a in resource["resource"]["attributes"] if a["key"] == "service.name")
+        service = next(names)
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                attributes = {a["key"]: next(iter(a["value"].values())) for a in span.get("attributes", [])}
+                out.append((service, span["name"], attributes))
+    return out
+
+
+def test_nccl_spans_name_their_communicator_and_rank(written: Path) -> None:
+    spans = _span_attributes(written / "traces.json")
+    nccl = [(service, name, a) for service, name, a in spans if name.startswith("nccl:")]
+    assert nccl and all({"nccl.comm_id", "nccl.rank", "nccl.op", "nccl.bytes"} <= set(a) for _, _, a in nccl)
+    for service, name, a in nccl:
+        assert service.endswith(f"-{a['nccl.rank']}") and name == f"nccl:{a['nccl.op']}"
+        assert ("nccl.peer_rank" in a) == (name == "nccl:Send")
+    replicas = {service.rsplit("-", 1)[0] for service, _, _ in nccl}
+    comms = {a["nccl.comm_id"] for _, _, a in nccl}
+    assert len(comms) == len(replicas)  # one communicator per engine replica
+    assert {"gen_ai.usage.input_tokens", "gen_ai.request.priority"} <= {k for _, _, a in spans for k in a}
+
+
+def test_the_shifted_profile_spells_tokens_and_urgency_the_other_way(tmp_path: Path) -> None:
+    args = ["simulate", "llm-scheduler_priority_inversion", "--out", str(tmp_path), "--seed", "2", "--rate", "0.2"]
+    assert main([*args, "--profile", "shifted"]) == 0
+    keys = {k for _, _, a in _span_attributes(tmp_path / "traces.json") for k in a}
+    assert {"gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens", "http.request.header.x-priority"} <= keys
+    assert not keys & {"gen_ai.usage.input_tokens", "gen_ai.request.priority"}
+    case = simulate("llm-scheduler_priority_inversion", seed=2, rate=0.2, profile="shifted")
+    decoded = _sorted([decode_file(tmp_path / "traces.pb").batch])
+    assert np.allclose(_sorted(list(case.batches)).signals, decoded.signals, equal_nan=True, rtol=1e-12)
+
+
 def test_list_and_bad_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["simulate", "--list"]) == 0
     listed = capsys.readouterr().out.split()

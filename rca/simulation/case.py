@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rca.logs import LogBatch
+from rca.simulation.attributes import SpanAttributes
 from rca.spans import SpanBatch
 
 
@@ -47,7 +48,8 @@ class Truth:
 class SimulatedCase:
     """Spans and log records in event-time order (chunks of `BATCH_SECONDS`), Alertmanager v4
     webhook bodies in send order and the event time each is sent at (`webhook_times_ns`, same
-    order). Every span and record lies in [start_ns, end_ns)."""
+    order), and what the spans carry beyond their signals (`attributes`). Every span and record
+    lies in [start_ns, end_ns)."""
 
     truth: Truth
     batches: tuple[SpanBatch, ...]
@@ -56,6 +58,7 @@ class SimulatedCase:
     webhook_times_ns: tuple[int, ...]
     start_ns: int
     end_ns: int
+    attributes: SpanAttributes
 
     @property
     def spans(self) -> int:

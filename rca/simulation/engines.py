@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from rca.simulation.attributes import NcclSpans
 from rca.simulation.columns import SpanColumns
 from rca.simulation.conditions import Conditions
 from rca.simulation.faults import LLM_FAULTS, FaultPlan
@@ -20,9 +21,14 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
 
+NCCL_PREFIX = "nccl:"
+NCCL_OPS = ("AllReduce", "Send")
+
+
 @dataclass(frozen=True, slots=True)
 class EngineRequests:
     rows: I64  # invocation rows of this replica's `llm_request` spans
+    replica: int
     cluster: LlmCluster
     requests: LlmRequests
 
@@ -49,7 +55,7 @@ def sample_engines(
         active = plan.active(t_root[rows]) if plan is not None else np.zeros(rows.shape[0], np.bool_)
         ranks = conditions.ranks[replica]
         requests = sample_requests(conditions.serving, ranks, plan, active, load[rows], slow[rows], rng)
-        out.append(EngineRequests(rows, cluster, requests))
+        out.append(EngineRequests(rows, replica, cluster, requests))
     return out
 
 
@@ -69,15 +75,23 @@ def add_worker_spans(
     trace: npt.NDArray[np.uint64],
     span_id: npt.NDArray[np.uint64],
     ids: npt.NDArray[np.uint64],
-) -> None:
+) -> NcclSpans:
     """Every rank's spans under its replica's `llm_request` spans (`start_ns`, `trace`, `span_id`
-    per invocation); `ids` are fresh span ids, as many as the worker spans."""
+    per invocation); `ids` are fresh span ids, as many as the worker spans. Returns the NCCL
+    spans' communicator (`COMM_IDS` order: the topology's engines), op (`NCCL_OPS`) and ranks; a
+    rank sends to its ring neighbour."""
     used = 0
+    nccl: list[NcclSpans] = []
     for e in engines:
         workers = columns.intern(list(e.cluster.workers))
         gpus = columns.intern([e.cluster.gpu_node(k) for k in range(len(e.cluster.workers))])
-        m = e.rows.shape[0]
+        m, tp = e.rows.shape[0], len(e.cluster.workers)
         for sub in e.requests.sub:
+            if sub.name.startswith(NCCL_PREFIX):
+                op = NCCL_OPS.index(sub.name.removeprefix(NCCL_PREFIX))
+                peer = (sub.rank + 1) % tp if op == NCCL_OPS.index("Send") else -1
+                rows = [np.full(m, v, np.int64) for v in (e.replica, op, sub.rank, peer)]
+                nccl.append(NcclSpans(ids[used : used + m], *rows))
             sub_start = start_ns[e.rows] + np.round(sub.start_s * 1e9).astype(np.int64)
             columns.add(
                 {
@@ -96,6 +110,7 @@ def add_worker_spans(
                 sub.signals,
             )
             used += m
+    return NcclSpans.concat(nccl)
 
 
 def worker_span_count(engines: Sequence[EngineRequests]) -> int:

@@ -1,7 +1,7 @@
 """Vectorised trace generation over a compiled topology.
 
-Three passes over all requests at once: expand the call trees level by level (which calls are
-made, retries, fan-out), compute durations bottom-up (self time + children, sequential or
+Three passes over all requests at once: expand the call trees level by level (`calltree`: which
+calls are made, retries, fan-out), compute durations bottom-up (self time + children, sequential or
 parallel, network time on remote calls; errors propagate up), then place start times top-down
 (children inside their parents). Each remote call is a CLIENT span in the caller (with
 `peer.service`) around the callee's SERVER span; LLM engine requests get their worker spans from
@@ -11,149 +11,27 @@ parallel, network time on remote calls; errors propagate up), then place start t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from rca.ranking import Fault
+from rca.simulation.attributes import NcclSpans
+from rca.simulation.calltree import CallTree, expand, fault_hits
 from rca.simulation.columns import SpanColumns
 from rca.simulation.conditions import Conditions
 from rca.simulation.engines import add_worker_spans, request_signals, sample_engines, worker_span_count
 from rca.simulation.faults import LLM_FAULTS, CallChange, FaultPlan
-from rca.simulation.invocations import SEQ, Attempt, Invocations
+from rca.simulation.invocations import Attempt, Invocations
 from rca.simulation.topology import CompiledTopology
 from rca.simulation.traffic import Hiccups, Traffic
 from rca.spans import KIND_CLIENT, KIND_SERVER, SpanBatch
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
-RETRY_BASE = 0.003  # remote calls whose first attempt fails transiently and is retried
-FAULT_RETRY = 0.85  # calls retried under a call_structure retry fault
 ERROR_PROPAGATION = 0.5  # chance a failed call fails its caller's span too
 LOAD_EXPONENT = 0.3  # self time grows with load
 NETWORK_S = 3e-4  # median one-way network time of a remote call
-
-
-@dataclass(frozen=True, slots=True)
-class _Tree:
-    """One row per operation invocation; rows of depth d are contiguous (`bounds[d]:bounds[d+1]`)."""
-
-    op: I64
-    parent: I64  # row, -1 for a root
-    trace: I64
-    seq: I64
-    instance: I64
-    attempt: I64
-    changed: npt.NDArray[np.bool_]  # invocations a call_structure fault changes
-    bounds: tuple[int, ...]
-
-
-def _targets(ct: CompiledTopology, plan: FaultPlan) -> npt.NDArray[np.bool_]:
-    """Per operation, whether the fault applies to it: a datastore's client calls, or the
-    target service's own operations (its calls to datastores are the datastores' time)."""
-    if plan.peer:
-        return np.array([peer == plan.peer for peer in ct.op_peer])
-    own = np.array([peer is None for peer in ct.op_peer])
-    result: npt.NDArray[np.bool_] = (ct.op_service == plan.service_index) & own
-    return result
-
-
-def _hit(
-    ct: CompiledTopology, plan: FaultPlan, op: I64, instance: I64, t_ns: I64, rng: np.random.Generator
-) -> npt.NDArray[np.bool_]:
-    """Rows the fault applies to: its target, during the fault, on the faulty replica (and for a
-    call_structure fault, on the share of the operation's requests it changes)."""
-    hit = _targets(ct, plan)[op] & plan.active(t_ns)
-    if plan.instance >= 0:
-        hit &= instance == plan.instance
-    if plan.fault is Fault.CALL_STRUCTURE:
-        hit &= (op == plan.operation) & (rng.random(op.shape[0]) < plan.magnitude)
-    result: npt.NDArray[np.bool_] = hit
-    return result
-
-
-def _calls(
-    ct: CompiledTopology,
-    plan: FaultPlan | None,
-    rng: np.random.Generator,
-    ops: I64,
-    attempt: I64,
-    changed: npt.NDArray[np.bool_],
-) -> tuple[I64, I64, I64, I64]:
-    """The calls a level of invocations makes: (caller index in level, callee op, seq, attempt);
-    `plan` is the case's call_structure fault, if any, `changed` the invocations it changes."""
-    out: list[tuple[I64, I64, I64, I64]] = []
-    order = np.argsort(ops, kind="stable")
-    change, changed_call = (plan.change, plan.call) if plan else (CallChange.NONE, -1)
-    for group in np.split(order, np.flatnonzero(np.diff(ops[order])) + 1):
-        op = int(ops[group[0]])
-        live = group[attempt[group] != Attempt.FAILED]
-        k = live.shape[0]
-        changes = changed[live]
-        draws: dict[int, npt.NDArray[np.float64]] = {}  # per exclusive group: one draw per invocation
-        taken: dict[int, float] = {}  # and the probability its earlier calls took
-        for ci, (callee_f, p, max_count, exclusive) in enumerate(ct.calls[op].tolist()):
-            callee = int(callee_f)
-            prob = np.full(k, p)
-            skipped = (change is CallChange.MISSING and ci == changed_call) or (
-                change is CallChange.ABORT and ci >= changed_call
-            )
-            if skipped:
-                prob[changes] = 0.0
-            if exclusive:
-                draw, below = draws.setdefault(int(exclusive), rng.random(k)), taken.get(int(exclusive), 0.0)
-                made = (draw >= below) & (draw < below + prob)
-                taken[int(exclusive)] = below + p
-            else:
-                made = rng.random(k) < prob
-            count = np.where(made, rng.integers(1, int(max_count) + 1, k), 0)
-            failed = np.zeros(k, np.int64)
-            timed = np.zeros(k, np.int64)
-            if ct.op_service[callee] != ct.op_service[op]:
-                failed = (made & (rng.random(k) < RETRY_BASE)).astype(np.int64)
-                if change is CallChange.RETRY and ci == changed_call:
-                    timed = np.where(made & changes & (rng.random(k) < FAULT_RETRY), rng.integers(2, 4, k), 0)
-            total = count + failed + timed
-            caller = np.repeat(live, total)
-            position = np.arange(caller.shape[0]) - np.repeat(np.cumsum(total) - total, total)
-            t_rep, f_rep = np.repeat(timed, total), np.repeat(failed, total)
-            kind = np.where(position < t_rep, Attempt.TIMED_OUT, np.where(position < t_rep + f_rep, Attempt.FAILED, 0))
-            out.append((caller, np.full(caller.shape[0], callee), ci * SEQ + position, kind.astype(np.int64)))
-    if not out:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, empty, empty
-    callers, callees, seqs, kinds = (np.concatenate(c) for c in zip(*out, strict=True))
-    return callers, callees, seqs, kinds
-
-
-def _expand(ct: CompiledTopology, plan: FaultPlan | None, rng: np.random.Generator, roots: I64, t_root: I64) -> _Tree:
-    """The call trees of requests arriving at `t_root`; `plan` is the call_structure fault, if any."""
-    n = roots.shape[0]
-    level = {
-        "op": roots,
-        "parent": np.full(n, -1, np.int64),
-        "trace": np.arange(n, dtype=np.int64),
-        "seq": np.zeros(n, np.int64),
-        "attempt": np.zeros(n, np.int64),
-    }
-    columns: dict[str, list[npt.NDArray[np.generic]]] = {k: [] for k in (*level, "instance", "changed")}
-    bounds = [0]
-    while level["op"].shape[0]:
-        level["instance"] = rng.integers(0, ct.instances[ct.op_service[level["op"]]])
-        for key, values in level.items():
-            columns[key].append(values)
-        changed = np.zeros(level["op"].shape[0], np.bool_)
-        if plan is not None:
-            changed = _hit(ct, plan, level["op"], level["instance"], t_root[level["trace"]], rng)
-        columns["changed"].append(changed)
-        caller, callee, seq, attempt = _calls(ct, plan, rng, level["op"], level["attempt"], changed)
-        start = bounds[-1]
-        bounds.append(start + level["op"].shape[0])
-        trace = level["trace"][caller]
-        level = {"op": callee, "parent": start + caller, "trace": trace, "seq": seq, "attempt": attempt}
-    c = {k: np.concatenate(v) for k, v in columns.items()}
-    return _Tree(c["op"], c["parent"], c["trace"], c["seq"], c["instance"], c["attempt"], c["changed"], tuple(bounds))
 
 
 def _ids(rng: np.random.Generator, shape: int | tuple[int, int]) -> npt.NDArray[np.uint64]:
@@ -180,18 +58,19 @@ def generate_invocations(
     hiccups: Hiccups,
     rng: np.random.Generator,
     conditions: Conditions | None = None,
-) -> tuple[SpanBatch, Invocations]:
+) -> tuple[SpanBatch, Invocations, NcclSpans]:
     """Every span of the case (its roots `plans`, its healthy levels `conditions`, by default the
-    topology as written), sorted by start time, and the invocations they came from."""
+    topology as written), sorted by start time, the invocations they came from, and the NCCL
+    spans' communicators and ranks."""
     conditions = conditions or Conditions.neutral(ct)
     arrivals = traffic.arrivals(rng)
     roots = rng.choice(ct.entry_ops, size=arrivals.shape[0], p=ct.entry_weights)
     structure = next((p for p in plans if p.fault is Fault.CALL_STRUCTURE), None)
-    tree = _expand(ct, structure, rng, roots, arrivals)
+    tree = expand(ct, structure, rng, roots, arrivals)
     op, parent, n = tree.op, tree.parent, tree.op.shape[0]
     service = ct.op_service[op]
     t_root = arrivals[tree.trace]
-    hits = [tree.changed if p is structure else _hit(ct, p, op, tree.instance, t_root, rng) for p in plans]
+    hits = [tree.changed if p is structure else fault_hits(ct, p, op, tree.instance, t_root, rng) for p in plans]
     load = traffic.load(t_root)
     hiccup = hiccups.factors(service, t_root)
     slow = hiccup.copy()
@@ -269,13 +148,14 @@ def generate_invocations(
             "error": error[r] | (tree.attempt[r] != Attempt.OK),
         }
     )
-    add_worker_spans(columns, engines, start, trace_ids[tree.trace], span_id, _ids(rng, worker_span_count(engines)))
-    return columns.build(), invocations
+    ids = _ids(rng, worker_span_count(engines))
+    nccl = add_worker_spans(columns, engines, start, trace_ids[tree.trace], span_id, ids)
+    return columns.build(), invocations, nccl
 
 
 def _durations(
     ct: CompiledTopology,
-    tree: _Tree,
+    tree: CallTree,
     self_s: F64,
     network: F64,
     error: npt.NDArray[np.bool_],
@@ -306,7 +186,7 @@ def _durations(
     return duration, occupied
 
 
-def _starts(ct: CompiledTopology, tree: _Tree, pre: F64, occupied: F64, net_in: F64) -> tuple[F64, F64]:
+def _starts(ct: CompiledTopology, tree: CallTree, pre: F64, occupied: F64, net_in: F64) -> tuple[F64, F64]:
     """Top-down: client and server start of each row, seconds after its trace's arrival.
     Sequential callers run their calls back to back after `pre`; parallel ones all at once."""
     n = int(pre.shape[0])

@@ -10,9 +10,11 @@ import numpy as np
 
 from rca.ranking import Fault
 from rca.simulation.alerts import decide_alerts, notifications
+from rca.simulation.attributes import SpanAttributes
 from rca.simulation.case import Root, SimulatedCase, Truth
 from rca.simulation.columns import chunks
 from rca.simulation.conditions import Conditions
+from rca.simulation.engines import NCCL_OPS
 from rca.simulation.faults import LLM_FAULTS, Variant, plan_fault, plan_second_root
 from rca.simulation.generator import generate_invocations
 from rca.simulation.logs import log_chunks, write_logs
@@ -131,7 +133,9 @@ def simulate(
     conditions = Conditions.draw(ct, drawn, rng)
     noisy = [ct.service_index[s] for s in ct.topology.noisy]
     hiccups = Hiccups.draw(noisy, start, stop, rng, drawn.hiccups, (drawn.hiccup_factor.lo, drawn.hiccup_factor.hi))
-    batch, invocations = generate_invocations(ct, plans, traffic, hiccups, rng, conditions)
+    batch, invocations, nccl = generate_invocations(ct, plans, traffic, hiccups, rng, conditions)
+    comm_ids = tuple(e.comm_id for e in ct.topology.engines)
+    attributes = SpanAttributes.of(nccl, comm_ids, NCCL_OPS, drawn.token_keys, drawn.priority_encoding)
     alerts = decide_alerts(batch, ct.topology.user_facing, inject, end, rng)
     sent = notifications(alerts, rng)
     log_rng = np.random.default_rng([seed, key, list(PROFILES).index(profile), _LOG_STREAM])
@@ -161,6 +165,7 @@ def simulate(
         logs=log_chunks(logs, start, BATCH_SECONDS),
         webhooks=tuple(n.body for n in sent),
         webhook_times_ns=tuple(n.sent_ns for n in sent),
+        attributes=attributes,
         start_ns=start,
         end_ns=max(stop, int(batch.end_ns.max()) + 1, int(logs.time_ns.max(initial=0)) + 1),
     )

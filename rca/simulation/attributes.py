@@ -1,0 +1,83 @@
+"""Span attributes a real deployment sets beyond the signals a `SpanBatch` holds (contract
+section 6): each NCCL span's communicator (`nccl.comm_id`, one per engine replica), rank, op and,
+for point-to-point sends, peer rank; and which of the contract's equivalent spellings the case's
+profile uses (`gen_ai.usage.prompt_tokens` or `input_tokens`, an `x-priority` header or
+`gen_ai.request.priority`). `rca simulate` writes them into its trace files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import numpy.typing as npt
+
+PRIORITY_LEVEL = "gen_ai.request.priority"
+PRIORITY_HEADER = "http.request.header.x-priority"
+_TOKEN_NAMES = {
+    "gen_ai.usage.input_tokens": "gen_ai.usage.prompt_tokens",
+    "gen_ai.usage.output_tokens": "gen_ai.usage.completion_tokens",
+}
+Value = str | int | tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NcclSpans:
+    """Rows of NCCL spans: span id, communicator and op (indices into their tables), rank, and
+    the peer rank of a point-to-point op (-1 for collectives)."""
+
+    span_id: npt.NDArray[np.uint64]
+    comm: npt.NDArray[np.int64]
+    op: npt.NDArray[np.int64]
+    rank: npt.NDArray[np.int64]
+    peer_rank: npt.NDArray[np.int64]
+
+    @staticmethod
+    def concat(parts: list[NcclSpans]) -> NcclSpans:
+        if not parts:
+            empty = np.zeros(0, np.int64)
+            return NcclSpans(np.zeros(0, np.uint64), empty, empty, empty, empty)
+        return NcclSpans(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(NcclSpans)))
+
+
+@dataclass(frozen=True, slots=True)
+class SpanAttributes:
+    nccl: NcclSpans  # sorted by span id
+    comm_ids: tuple[str, ...]
+    ops: tuple[str, ...]
+    prompt_tokens: bool  # spell token counts gen_ai.usage.prompt_tokens / completion_tokens
+    priority_header: bool  # mark urgency with the x-priority header, not gen_ai.request.priority
+
+    @staticmethod
+    def of(
+        nccl: NcclSpans, comm_ids: tuple[str, ...], ops: tuple[str, ...], tokens: str, priority: str
+    ) -> SpanAttributes:
+        """`nccl`'s rows (any order), their tables, and a profile's encodings (`profiles.Profile`)."""
+        order = np.argsort(nccl.span_id)
+        rows = NcclSpans(*(getattr(nccl, f.name)[order] for f in fields(NcclSpans)))
+        return SpanAttributes(rows, comm_ids, ops, tokens == "prompt_tokens", priority == "header")
+
+    def extra(self, span_id: int) -> dict[str, Value]:
+        """The NCCL attributes of the span `span_id` (none for other spans)."""
+        i = int(np.searchsorted(self.nccl.span_id, np.uint64(span_id)))
+        if i >= self.nccl.span_id.shape[0] or int(self.nccl.span_id[i]) != span_id:
+            return {}
+        out: dict[str, Value] = {
+            "nccl.comm_id": self.comm_ids[int(self.nccl.comm[i])],
+            "nccl.op": self.ops[int(self.nccl.op[i])],
+            "nccl.rank": int(self.nccl.rank[i]),
+        }
+        if self.nccl.peer_rank[i] >= 0:
+            out["nccl.peer_rank"] = int(self.nccl.peer_rank[i])
+        return out
+
+    def spelling(self, key: str) -> str:
+        """An attribute's name as this case's deployment spells it: token counts under their
+        older names, urgency as a captured `x-priority` header."""
+        if self.prompt_tokens and key in _TOKEN_NAMES:
+            return _TOKEN_NAMES[key]
+        return PRIORITY_HEADER if self.priority_header and key == PRIORITY_LEVEL else key
+
+    @staticmethod
+    def header(level: int) -> tuple[str, ...]:
+        """The `x-priority` header of a `gen_ai.request.priority` level (0 is urgent)."""
+        return ("high",) if level <= 0 else ("normal",)
