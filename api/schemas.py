@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rca.alerts import Alert, AlertStatus, fingerprint_of, format_rfc3339, parse_rfc3339_ns, service_of
 from rca.incidents import IncidentCauses, IncidentDetail, IncidentSummary
-from rca.ranking import Cause
+from rca.ranking import Cause, Ranking, SimultaneousRoot
 
 
 def _rfc3339(value: str) -> str:
@@ -95,6 +95,18 @@ def cause_json(cause: Cause) -> dict[str, Any]:
     }
 
 
+def simultaneous_json(root: SimultaneousRoot) -> dict[str, Any]:
+    return {"node": root.node, "service": root.service, "fault": root.fault.value, "probability": root.probability}
+
+
+def several_roots_json(ranking: Ranking | None) -> dict[str, Any]:
+    """`{"simultaneous": [...]}` when several roots explain the evidence better than one, else `{}`:
+    the contract's optional field is present only then."""
+    if ranking is None or not ranking.simultaneous:
+        return {}
+    return {"simultaneous": [simultaneous_json(r) for r in ranking.simultaneous]}
+
+
 def summary_json(summary: IncidentSummary) -> dict[str, Any]:
     incident = summary.incident
     return {
@@ -148,4 +160,5 @@ def causes_json(causes: IncidentCauses) -> dict[str, Any]:
             "inference_ms": ranking.inference_ms if ranking else 0.0,
         },
         "causes": [cause_json(c) for c in ranking.causes] if ranking else [],
+        **several_roots_json(ranking),
     }

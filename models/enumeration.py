@@ -1,26 +1,27 @@
-"""The health model stated in Pyro: exact enumeration of one root, and SVI for several.
+"""The health model stated in Pyro: exact enumeration of one root, and of two.
 
 `single_root_model` samples the (root, fault class) pair and scores every node's evidence under
 the state it puts the node in; `TraceEnum_ELBO.compute_marginals` then gives the exact posterior,
 which `models.posterior` computes in closed form (the tests check they agree).
 
-`multi_root_model` lets any set of nodes be faulty: each node's fault intensity `u_i` has a sparse
-Beta prior, a node's signal is driven with weight `1 - (1 - a u_i) prod_{j below i} (1 - rho u_j)`
-(its own fault or a fault it calls into, noisy-OR), and `fit_multi_root` infers the intensities
-with SVI (mean-field guide on the logit scale). Models take tensors and never load data.
+`two_root_model` enumerates two roots over given (node, class) entries, a node both reach
+scored under the noisy-OR of their states; `log_evidence` is its exact log marginal likelihood
+(and the single root's), which `models.multiroot` computes in closed form to weigh two roots
+against one. Models take tensors and never load data.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import pyro
 import pyro.distributions as dist
 import torch
-from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO
-from pyro.infer.autoguide import AutoNormal
-from pyro.optim import Adam  # type: ignore[attr-defined]
+from pyro.infer import TraceEnum_ELBO
 
-from models.health import HealthParams, log_healthy, log_mixture_ratio, log_prior, root_scores
-from models.structure import Relation
+from models.health import HealthParams, log_faulty, log_healthy, log_mixture_ratio, log_prior, root_scores
+from models.multiroot import entry_log_prior, log_pair_ratio, states
 
 
 def single_root_model(
@@ -70,37 +71,43 @@ def enumerated_posterior(
     return probs.reshape(candidates.shape[0], score.shape[1])
 
 
-def multi_root_model(
-    score: torch.Tensor, mask: torch.Tensor, below: torch.Tensor, params: HealthParams, sparsity: float
-) -> None:
-    """score, mask: (N, F); below[i, j]: node j is called (transitively) by node i."""
-    n_nodes = score.shape[0]
-    with pyro.plate("nodes", n_nodes):
-        intensity = pyro.sample("intensity", dist.Beta(torch.tensor(sparsity), torch.tensor(1.0)))
-    own = 1.0 - params.array("activation", torch).diagonal() * intensity[:, None]  # (N, F)
-    propagation = params.array("relation_weight", torch)[Relation.ANCESTOR]
-    spared = torch.exp(below.to(score.dtype) @ torch.log1p(-propagation * intensity[:, None]))
-    weight = 1.0 - own * spared
-    ratio = log_mixture_ratio(root_scores(score, params, torch), weight, params, xp=torch)
-    pyro.factor("evidence", (ratio * mask).sum() / params.temperature)
-
-
-def fit_multi_root(
+def two_root_model(
     score: torch.Tensor,
     mask: torch.Tensor,
-    below: torch.Tensor,
+    relation: torch.Tensor,
+    roots: torch.Tensor,
+    classes: torch.Tensor,
     params: HealthParams,
-    *,
-    steps: int = 300,
-    seed: int = 0,
-    sparsity: float = 0.2,
-) -> torch.Tensor:
-    """Posterior mean fault intensity of every node (several may be faulty at once), by SVI."""
-    pyro.set_rng_seed(seed)
-    pyro.clear_param_store()
-    guide = AutoNormal(multi_root_model)
-    svi = SVI(multi_root_model, guide, Adam({"lr": 0.05}), Trace_ELBO(num_particles=4))
-    for _ in range(steps):
-        svi.step(score, mask, below, params, sparsity)
-    median: torch.Tensor = guide.median(score, mask, below, params, sparsity)["intensity"]
-    return median.detach()
+) -> None:
+    """score, mask: (R, F) candidates; relation: (R, R); roots, classes: (K,) the (candidate,
+    class) entries S one root ranges over, the other ranging over every entry. A pair's prior is
+    each root's single-root prior, normalised over the pairs on distinct nodes; a pair whose
+    first root lies outside S stands for both its orders."""
+    n_candidates, n_faults = score.shape
+    prior = entry_log_prior(mask, torch).to(score.dtype)  # (R, F)
+    chosen = prior[roots, classes]
+    first = pyro.sample("first", dist.Categorical(logits=prior.reshape(-1)), infer={"enumerate": "parallel"})
+    second = pyro.sample("second", dist.Categorical(logits=chosen), infer={"enumerate": "parallel"})
+    first, second = first[..., 0, 0], second[..., 0, 0]  # (E,) and (K, 1)
+    root_1, class_1, root_2, class_2 = first // n_faults, first % n_faults, roots[second], classes[second]
+    outside = torch.ones(n_candidates * n_faults, dtype=torch.bool)
+    outside[roots * n_faults + classes] = False
+    share = torch.logsumexp(chosen, 0) - math.log1p(-1.0 / n_candidates) + math.log(2.0) * outside[first]
+    pyro.factor("pairs", torch.where(root_1 != root_2, share, -math.inf)[..., None, None])
+    node = torch.arange(n_candidates)
+    one = states(score, relation[root_1], node == root_1[..., None], class_1[..., None], params, torch)
+    two = states(score, relation[root_2], node == root_2[..., None], class_2[..., None], params, torch)
+    lr_1, lr_2 = (log_faulty(r, params, loc, torch) - log_healthy(r, params, torch) for _, loc, r in (one, two))
+    with pyro.plate("nodes", n_candidates, dim=-2), pyro.plate("signals", n_faults, dim=-1):
+        ratio = log_pair_ratio((one[0], two[0]), (lr_1, lr_2), torch)
+        density = log_healthy(score, params, torch) + ratio / params.temperature
+        pyro.factor("evidence", torch.where(mask, density, torch.zeros(())))
+
+
+def no_guide(*args: object) -> None:
+    """Every latent site is enumerated in the model: nothing to guide."""
+
+
+def log_evidence(model: Callable[..., None], *args: object) -> float:
+    """log p(evidence) of a model whose latent sites are all enumerated: its exact ELBO."""
+    return -float(TraceEnum_ELBO(max_plate_nesting=2).loss(model, no_guide, *args))

@@ -16,15 +16,17 @@ import numpy as np
 import numpy.typing as npt
 
 from models.health import HealthParams, load_params, params_version
-from models.posterior import log_posterior, observed
-from models.structure import Relation, evidence_structure
+from models.multiroot import compare_roots
+from models.posterior import log_posterior
+from models.structure import CausalStructure, evidence_structure
 from rca.evidence import FAULTS, NodeEvidence, extract_evidence
 from rca.graph import ServiceGraph
-from rca.ranking import Cause, Evidence, Ranking
+from rca.ranking import Cause, Evidence, Ranking, SimultaneousRoot
 from rca.series import SeriesCache
 
 MODEL_NAME = "bayesian-health-enumeration"  # CAUSES.model.name is this @ the parameters' version
 EVIDENCE_PER_CAUSE = 4
+SIMULTANEOUS_MIN_PROBABILITY = 0.01  # several roots: those less likely to be one are left out
 
 
 class BayesianRanker:
@@ -61,27 +63,32 @@ class BayesianRanker:
             graph, start_ns=start_ns, end_ns=end_ns, history_ns=history_ns, cache=self._series_cache
         )
 
-    def simultaneous(self, evidence: NodeEvidence, alert_nodes: Sequence[str]) -> list[tuple[str, float]]:
-        """The SVI variant: candidates with their fault intensity when several may be faulty."""
-        return simultaneous_roots(evidence, alert_nodes, self._active_params())
-
     def rank(self, graph: ServiceGraph, *, alert_nodes: Sequence[str], start_ns: int, end_ns: int) -> Ranking:
         began = time.perf_counter()
         evidence = self.evidence(graph, start_ns=start_ns, end_ns=end_ns)
-        causes = self.causes(evidence, alert_nodes)
+        causes, simultaneous = self.explain(evidence, alert_nodes)
         onset = None
         if causes:
             top = evidence.index(causes[0].node)
             onset_ns = int(evidence.onset_ns[top, FAULTS.index(causes[0].fault)])
             onset = onset_ns if onset_ns >= 0 else None
-        return Ranking(start_ns, end_ns, self.model_name, (time.perf_counter() - began) * 1e3, causes, onset)
+        ms = (time.perf_counter() - began) * 1e3
+        return Ranking(start_ns, end_ns, self.model_name, ms, causes, onset, simultaneous)
 
     def causes(self, evidence: NodeEvidence, alert_nodes: Sequence[str]) -> tuple[Cause, ...]:
         """Every candidate, most probable first, from already extracted evidence."""
+        return self.explain(evidence, alert_nodes)[0]
+
+    def explain(
+        self, evidence: NodeEvidence, alert_nodes: Sequence[str]
+    ) -> tuple[tuple[Cause, ...], tuple[SimultaneousRoot, ...]]:
+        """`causes`, and the roots of `Ranking.simultaneous`: several at once where two explain
+        the evidence better than one (`models.multiroot`), else none."""
         if not evidence.nodes:
-            return ()
+            return (), ()
         structure = evidence_structure(evidence, alert_nodes)
-        posterior = np.exp(log_posterior(evidence.score, structure, self._active_params()))
+        log_post = log_posterior(evidence.score, structure, self._active_params())
+        posterior = np.exp(log_post)
         rows, dominant, merged = _reported(evidence, structure.candidates, posterior)
         node_p = merged.sum(axis=1)
         node_p = node_p / node_p.sum()
@@ -89,7 +96,7 @@ class BayesianRanker:
         order = np.argsort(-node_p, kind="stable")
         shown_rows = dominant[order].tolist()
         names, services = evidence.nodes, evidence.services
-        return tuple(
+        causes = tuple(
             Cause(
                 rank=rank,
                 node=names[row],
@@ -111,6 +118,7 @@ class BayesianRanker:
                 start=1,
             )
         )
+        return causes, _several_roots(evidence, structure, log_post, self._active_params())
 
 
 def _reported(
@@ -121,9 +129,7 @@ def _reported(
     network = evidence.network[candidates]
     if not network.any():
         return candidates, candidates, posterior
-    owner = evidence.owner[candidates]
-    report = np.where(network & np.isin(owner, candidates), owner, candidates)
-    rows, group = np.unique(report, return_inverse=True)
+    rows, group = np.unique(_report_rows(evidence, candidates), return_inverse=True)
     merged = np.zeros((rows.shape[0], posterior.shape[1]))
     np.add.at(merged, group, posterior)
     by_mass = np.lexsort((-posterior.sum(axis=1), group))  # per group, most probable first
@@ -131,25 +137,28 @@ def _reported(
     return rows, candidates[first], merged
 
 
-def simultaneous_roots(
-    evidence: NodeEvidence, alert_nodes: Sequence[str], params: HealthParams, *, steps: int = 300, seed: int = 0
-) -> list[tuple[str, float]]:
-    """Several root causes at once (SVI, `models.enumeration.multi_root_model`): every candidate
-    with its inferred fault intensity, strongest first."""
-    import torch  # the SVI model is Pyro's: torch loads only when it is asked for
+def _report_rows(evidence: NodeEvidence, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The row each candidate is reported as: a network node as its callee (where a candidate)."""
+    owner = evidence.owner[candidates]
+    return np.where(evidence.network[candidates] & np.isin(owner, candidates), owner, candidates)
 
-    from models.enumeration import fit_multi_root
 
-    structure = evidence_structure(evidence, alert_nodes)
-    score, mask = observed(evidence.score[structure.candidates])
-    below = torch.from_numpy(structure.relation.T == Relation.ANCESTOR)  # below[i, j]: i calls j
-    tensors = torch.from_numpy(score), torch.from_numpy(mask)
-    intensity = fit_multi_root(*tensors, below, params, steps=steps, seed=seed).tolist()
-    ranked = sorted(zip(structure.candidates.tolist(), intensity, strict=True), key=lambda pair: -pair[1])
-    strongest: dict[str, float] = {}  # a network node is reported as its callee
-    for row, value in ranked:
-        strongest.setdefault(evidence.services[row] if evidence.network[row] else evidence.nodes[row], value)
-    return list(strongest.items())
+def _several_roots(
+    evidence: NodeEvidence, structure: CausalStructure, log_post: npt.NDArray[np.float64], params: HealthParams
+) -> tuple[SimultaneousRoot, ...]:
+    """Each root with its probability of being one of several, best first, where two roots
+    explain the evidence better than one (`models.multiroot.compare_roots`); else none."""
+    candidates = structure.candidates
+    report = np.searchsorted(candidates, _report_rows(evidence, candidates))
+    compared = compare_roots(evidence.score[candidates], structure.relation, log_post, params, report=report)
+    if compared is None or compared.log_odds <= 0.0:
+        return ()
+    shown = compared.probability >= SIMULTANEOUS_MIN_PROBABILITY
+    rows = candidates[compared.nodes[shown]].tolist()
+    return tuple(
+        SimultaneousRoot(evidence.nodes[row], evidence.services[row], FAULTS[k], p)
+        for row, k, p in zip(rows, compared.classes[shown].tolist(), compared.probability[shown].tolist(), strict=True)
+    )
 
 
 def _evidence(evidence: NodeEvidence, rows: list[int]) -> list[tuple[Evidence, ...]]:

@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument("--alerts", metavar="FILE", help="Alertmanager webhook body: alerting services and window")
     analyze.add_argument(
-        "--several", action="store_true", help="also infer several simultaneous root causes (SVI): 'simultaneous'"
+        "--several", action="store_true", help="no effect, kept for old scripts: 'simultaneous' is always weighed"
     )
     demo = sub.add_parser("demo", help="the whole story in a minute: serve, simulated traffic, a fault, the causes")
     demo.add_argument("--scenario", default="llm-gpu_memory_bandwidth", help="see simulate --list")
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "analyze":
         from rca.compose import analyze
 
-        return analyze(args.traces, args.alerts, args.several, log_paths=args.logs)
+        return analyze(args.traces, args.alerts, log_paths=args.logs)
     if args.command == "simulate":
         return _simulate(args)
     if args.command == "demo":

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from api.app import create_app
 from api.metrics import ServiceMetrics
-from api.schemas import WebhookBody, cause_json
+from api.schemas import WebhookBody, cause_json, several_roots_json
 from ingest.case_files import write_case
 from ingest.files import decode_file, decode_log_file
 from ingest.grpc_receiver import ExportHandler, start_grpc_server
@@ -179,13 +179,6 @@ def serve(settings: Settings, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def _simultaneous(
-    ranker: BayesianRanker, graph: ServiceGraph, alerting: list[str], start: int, end: int
-) -> list[dict[str, object]]:
-    evidence = ranker.evidence(graph, start_ns=start, end_ns=end)
-    return [{"node": n, "intensity": i} for n, i in ranker.simultaneous(evidence, alerting)[:SIMULTANEOUS_SHOWN]]
-
-
 def _webhook_alerts(path: str) -> list[Alert]:
     """The alerts of an Alertmanager webhook body in a file; ValueError names what is wrong."""
     try:
@@ -196,19 +189,17 @@ def _webhook_alerts(path: str) -> list[Alert]:
 
 
 NODE_FIELDS = ("kind", "service", "calls", "errors")
-SIMULTANEOUS_SHOWN = 10
 
 
 def analyze(
     paths: list[str],
     alerts_path: str | None = None,
-    several: bool = False,
     out: TextIO = sys.stdout,
     *,
     log_paths: Sequence[str] = (),
 ) -> int:
     """`rca analyze`: ranks the root causes in trace (and log) files and prints them with the
-    graph (JSON).
+    graph (JSON), and `simultaneous` where several roots explain the evidence better than one.
 
     With `--alerts` the alerting services and the window come from the webhook body (earliest
     startsAt less the look-back, to the newest span); without, the trace roots alert over the
@@ -236,8 +227,7 @@ def analyze(
     lookback_ns = int(Settings().lookback_seconds * 1e9)
     end = graph.newest_ns + 1
     start = min(a.starts_at_ns for a in alerts) - lookback_ns if alerts else end - lookback_ns
-    ranker = BayesianRanker()
-    ranking = ranker.rank(graph, alert_nodes=alert_nodes or roots, start_ns=start, end_ns=end)
+    ranking = BayesianRanker().rank(graph, alert_nodes=alert_nodes or roots, start_ns=start, end_ns=end)
     report = {
         "spans": graph.counts().spans,
         "rejected": rejected,
@@ -247,7 +237,7 @@ def analyze(
         "window": {"start": format_rfc3339(ranking.start_ns), "end": format_rfc3339(ranking.end_ns)},
         "model": {"name": ranking.model, "inference_ms": ranking.inference_ms},
         "causes": [cause_json(c) for c in ranking.causes],
-        **({"simultaneous": _simultaneous(ranker, graph, alert_nodes or roots, start, end)} if several else {}),
+        **several_roots_json(ranking),
         "nodes": {name: {k: data.get(k, 0.0) for k in NODE_FIELDS} for name, data in view.nodes(data=True)},
         "edges": [{"source": a, "target": b, "calls": d["calls"]} for a, b, d in view.edges(data=True)],
     }

@@ -51,8 +51,20 @@ class Cause:
 
 
 @dataclass(frozen=True, slots=True)
+class SimultaneousRoot:
+    """One of several roots that explain the evidence better together than any one alone:
+    `probability` is that it is one of them."""
+
+    node: str
+    service: str
+    fault: Fault
+    probability: float
+
+
+@dataclass(frozen=True, slots=True)
 class Ranking:
-    """Every candidate node, most probable first; probabilities sum to 1."""
+    """Every candidate node, most probable first; probabilities sum to 1. `simultaneous` is
+    empty unless several roots at once explain the evidence better than one (best first)."""
 
     start_ns: int
     end_ns: int
@@ -60,6 +72,7 @@ class Ranking:
     inference_ms: float
     causes: tuple[Cause, ...]
     onset_ns: int | None = None  # where the change began, as the ranker located it
+    simultaneous: tuple[SimultaneousRoot, ...] = ()
 
 
 class Ranker(Protocol):

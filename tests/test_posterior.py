@@ -1,4 +1,4 @@
-"""The exact posterior: the vectorised form against Pyro's enumeration; root attribution; SVI."""
+"""The exact posterior: the vectorised form against Pyro's enumeration; root attribution."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.enumeration import enumerated_posterior, fit_multi_root
+from models.enumeration import enumerated_posterior
 from models.health import HealthParams, fault_peak, log_faulty, log_healthy
 from models.posterior import log_posterior, observed
 from models.structure import Relation, causal_structure
@@ -92,21 +92,6 @@ def test_candidates_are_what_the_alerting_node_depends_on() -> None:
     assert structure.candidates.tolist() == [0, 1]
     assert structure.paths([1, 0]) == [(1, 0), (0,)]
     assert structure.relation.tolist() == [[Relation.NONE, Relation.NONE], [Relation.ANCESTOR, Relation.NONE]]
-
-
-def test_svi_finds_two_simultaneous_roots() -> None:
-    # 0 calls 1..4; nodes 2 and 4 are both faulty in themselves.
-    n = 5
-    score = np.abs(np.random.default_rng(3).normal(0, 1, size=(n, N_FAULTS)))
-    score[:, 3:] = np.nan
-    score[2, LAT] = 18.0
-    score[4, ERR] = 15.0
-    s, mask = (torch.from_numpy(a) for a in observed(score))
-    below = torch.zeros((n, n), dtype=torch.bool)
-    below[0, 1:] = True
-    intensity = fit_multi_root(s, mask, below, HealthParams(), steps=150, seed=0)
-    assert set(torch.topk(intensity, 2).indices.tolist()) == {2, 4}
-    assert float(intensity[[2, 4]].min()) > 5 * float(intensity[[0, 1, 3]].max())
 
 
 def test_a_callee_seen_only_through_the_roots_client_spans_is_explained_by_it() -> None:

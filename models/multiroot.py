@@ -1,0 +1,221 @@
+"""Several roots at once: the two-root health model, weighed against one root by the evidence.
+
+Two roots (r1, c1) and (r2, c2) on distinct nodes each put every node in the state a single root
+puts it in (`models.posterior`: the root's own class activations, its related nodes' relation
+weights). A node both reach draws each score from their noisy-OR: driven by root k with
+probability w_k, independently, and by either one's faulty density with equal chance when driven
+by both. Against all-healthy, with L_k root k's faulty/healthy ratio at its location,
+
+    log [(1 - w1)(1 - w2) + w1 (1 - w2/2) L1 + w2 (1 - w1/2) L2],
+
+which is the single root's term where only one root reaches the node: a pair's log likelihood is
+the two single roots' plus a correction on the nodes both reach. A pair's prior is the single
+root's prior of each root (pairs on one node excluded), and a second root has prior probability
+`EXTRA_ROOT_PRIOR`, so the comparison is a Bayes factor. The marginal likelihood of one root is
+exact (over every candidate); that of two is summed over the pairs of the `TOP` most probable
+single-root (node, class) entries, a lower bound on the whole sum: what is left out never makes
+"two roots" likelier. O(TOP² × the nodes several entries reach), no torch on the serving path.
+
+`models.enumeration.two_root_model` states the same model in Pyro; with both roots enumerated,
+TraceEnum_ELBO gives its exact log evidence, which the tests check against `compare_roots`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from models.health import HealthParams, log_faulty, log_healthy, log_mixture_ratio, log_prior, root_scores
+from models.posterior import observed
+from models.structure import Relation
+
+Array = npt.NDArray[np.float64]
+Index = npt.NDArray[np.int64]
+
+EXTRA_ROOT_PRIOR = 0.001  # prior probability that an incident has a second, independent root
+TOP = 16  # single-root (node, class) entries the two roots are enumerated over
+
+
+@dataclass(frozen=True, slots=True)
+class TwoRoots:
+    """The comparison: the log posterior odds of two roots over one, and, given two, each node's
+    probability that it is one of them and its most probable class, most probable first."""
+
+    log_odds: float
+    nodes: Index  # candidate positions (as reported)
+    probability: Array
+    classes: Index
+
+
+def states(
+    score: Any, related: Any, own: Any, classes: Any, params: HealthParams, xp: ModuleType = np
+) -> tuple[Any, Any, Any]:
+    """The state an entry (root, class) puts nodes in: fault weight, location of the faulty
+    density and the score as read (a root's own capped), each (..., F). `related`: the nodes'
+    `Relation` to the root, `own`: which node is the root, both (...); `classes` indexes the
+    activations to broadcast with them; `score`: the nodes' (..., F)."""
+    mine = own[..., None]
+    weight = xp.where(mine, params.array("activation", xp)[classes], params.array("relation_weight", xp)[related])
+    loc = xp.where(mine, params.array("fault_loc", xp), params.array("relation_loc", xp)[related])
+    read = xp.where(mine, root_scores(score, params, xp), score)
+    return weight, loc, read
+
+
+def log_pair_ratio(weight: tuple[Any, Any], log_lr: tuple[Any, Any], xp: ModuleType = np) -> Any:
+    """log [(1-w1)(1-w2) + w1 (1-w2/2) L1 + w2 (1-w1/2) L2] per score: what two roots reaching a
+    node add over health; a root with weight 0 adds exactly nothing (as in
+    `models.health.log_mixture_ratio`, which clips weights below 1 alike)."""
+    w1, w2 = (xp.clip(w, 0.0, 1 - 1e-9) for w in weight)
+    log_w1, log_w2 = (xp.where(w > 0, xp.log(xp.where(w > 0, w, 1.0)), -math.inf) for w in (w1, w2))
+    neither = xp.log1p(-w1) + xp.log1p(-w2)
+    first = log_w1 + xp.log1p(-w2 / 2) + log_lr[0]
+    second = log_w2 + xp.log1p(-w1 / 2) + log_lr[1]
+    return xp.logaddexp(xp.logaddexp(neither, first), second)
+
+
+def entry_log_prior(mask: Any, xp: ModuleType = np) -> Any:
+    """The single root's proper prior over (candidate, class): uniform over the R candidates,
+    then over the classes measurable at each; (R, F)."""
+    return log_prior(mask, xp) - math.log(mask.shape[0])
+
+
+def _log_lr(weight: Array, loc: Array, read: Array, params: HealthParams) -> tuple[Array, Array]:
+    """Per score: the faulty/healthy log ratio at `loc`, and the single state's mixture term."""
+    log_lr = log_faulty(read, params, loc) - log_healthy(read, params)
+    return log_lr, log_mixture_ratio(read, weight, params, loc)
+
+
+def compare_roots(
+    score: Array,
+    relation: npt.NDArray[np.int8],
+    log_post: Array,
+    params: HealthParams,
+    *,
+    report: Index | None = None,
+    top: int = TOP,
+    extra_root_prior: float = EXTRA_ROOT_PRIOR,
+) -> TwoRoots | None:
+    """Two roots against one. score: the candidates' (R, F) scores, NaN where unmeasurable;
+    relation: `CausalStructure.relation`; log_post: `models.posterior.log_posterior`'s (R, F);
+    report: the candidate each is reported as (default: itself). None with no pair to weigh.
+
+    The enumerated pairs: one root among the `top` single-root entries S, the other anywhere
+    (a pair with one root outside S stands for both its orders). A pair's correction to its two
+    roots' likelihoods comes from the nodes both reach, and depends on the other root only
+    through its relation to each such node (or its class, on its own node): one table per
+    (entry of S, node it reaches) of every state the other root can put the node in, summed
+    over the relation matrix's nonzeros, gives every pair's."""
+    if not 0.0 < extra_root_prior < 1.0:
+        raise ValueError(f"extra_root_prior must lie in (0, 1), not {extra_root_prior}")
+    n_candidates, n_faults = score.shape
+    flat = np.argsort(-log_post, axis=None, kind="stable")[:top]
+    roots, classes = np.divmod(flat[np.isfinite(log_post.reshape(-1)[flat])], n_faults)
+    s, mask = observed(score)
+    reach = relation[roots] != Relation.NONE
+    reach[np.arange(roots.shape[0]), roots] = True
+    nodes = np.flatnonzero(reach.any(axis=0))  # the nodes an entry of S reaches
+    entry, at = np.nonzero(reach[:, nodes])  # every (entry of S, node it reaches)
+    single, table = _tables(s, mask, relation, roots, classes, entry, nodes, at, params)
+    likelihood = np.bincount(entry, weights=single, minlength=roots.shape[0])
+    log_z1 = (
+        likelihood[0] / params.temperature
+        + entry_log_prior(mask)[roots[0], classes[0]]
+        - log_post[roots[0], classes[0]]
+    )
+    mirrored = np.full((n_candidates, n_faults), math.log(2.0))
+    mirrored[roots, classes] = 0.0
+    with np.errstate(invalid="ignore"):
+        log_ratio = (  # log [p(pair, evidence | two roots) / p(evidence | one root)]
+            log_post[roots, classes][:, None, None]
+            + log_post[None, :, :]
+            + log_z1
+            + _corrections(table, relation, roots.shape[0], entry, nodes, at, n_faults) / params.temperature
+            - math.log1p(-1.0 / n_candidates)
+            + mirrored
+        )
+    log_ratio[roots[:, None] == np.arange(n_candidates)[None, :]] = -math.inf  # two roots on one node
+    peak = float(log_ratio.max(initial=-math.inf))
+    if not math.isfinite(peak):
+        return None
+    posterior = np.exp(log_ratio - peak)
+    log_z2 = peak + math.log(float(posterior.sum()))
+    log_odds = math.log(extra_root_prior) - math.log1p(-extra_root_prior) + log_z2
+    return _reported(
+        posterior / posterior.sum(), roots, classes, log_odds, np.arange(n_candidates) if report is None else report
+    )
+
+
+def _tables(
+    s: Array,
+    mask: npt.NDArray[np.bool_],
+    relation: npt.NDArray[np.int8],
+    roots: Index,
+    classes: Index,
+    entry: Index,
+    nodes: Index,
+    at: Index,
+    params: HealthParams,
+) -> tuple[Array, Array]:
+    """Per (entry of S, node `nodes[at]` it reaches): what the entry adds there over health, and
+    what a pair adds beyond its two roots for each state the other root can put the node in (its
+    relations to the node, then the node as the other root in each class), summed over signals."""
+    node = nodes[at]
+    weight, loc, read = states(s[node], relation[roots[entry], node], node == roots[entry], classes[entry], params)
+    log_lr, single = _log_lr(weight, loc, read, params)  # (P, F)
+    n_codes, n_faults = len(Relation) - 1, s.shape[1]
+    other = states(
+        s[nodes][:, None, :],
+        np.concatenate([np.arange(1, n_codes + 1), np.zeros(n_faults, np.int64)]),
+        np.arange(n_codes + n_faults) >= n_codes,
+        np.concatenate([np.zeros(n_codes, np.int64), np.arange(n_faults)]),
+        params,
+    )
+    other_lr, other_single = _log_lr(*other, params)  # (nodes, states, F)
+    pair = log_pair_ratio((weight[:, None, :], other[0]), (log_lr[:, None, :], other_lr[at]))
+    measured = mask[node]
+    table = np.where(measured[:, None, :], pair - single[:, None, :] - other_single[at], 0.0).sum(axis=2)
+    return np.where(measured, single, 0.0).sum(axis=1), table
+
+
+def _corrections(
+    table: Array, relation: npt.NDArray[np.int8], n_entries: int, entry: Index, nodes: Index, at: Index, n_faults: int
+) -> Array:
+    """(K, R, F): what each pair (entry of S, (candidate, class)) adds beyond its two roots."""
+    n_codes = len(Relation) - 1
+    correction = np.zeros((n_entries, relation.shape[0], n_faults))
+    correction[entry, nodes[at]] = table[:, n_codes:]  # the other root on a node the entry reaches
+    by_relation = np.zeros((n_entries, nodes.shape[0], len(Relation)))
+    by_relation[entry, at, 1:] = table[:, :n_codes]
+    rows, columns = np.nonzero(relation[:, nodes])  # the other root related to a node the entry reaches
+    if rows.shape[0]:
+        values = by_relation[:, columns, relation[rows, nodes[columns]]]  # (K, nonzeros), by row
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        correction[:, rows[starts], :] += np.add.reduceat(values, starts, axis=1)[:, :, None]
+    return correction
+
+
+def _reported(posterior: Array, roots: Index, classes: Index, log_odds: float, report: Index) -> TwoRoots:
+    """Per reported node, P(it is one of the roots) and its most probable class, from the
+    posterior over pairs (entry of S, (candidate, class))."""
+    n_candidates, n_faults = posterior.shape[1:]
+    first = posterior.sum(axis=(1, 2))  # (K,): the entry of S
+    second = posterior.sum(axis=2)  # (K, R)
+    apart = report[None, :] != report[roots][:, None]  # a pair on one reported node counts once
+    probability = np.bincount(report[roots], weights=first, minlength=n_candidates) + np.bincount(
+        report, weights=(second * apart).sum(axis=0), minlength=n_candidates
+    )
+    cells = n_candidates * n_faults
+    by_class = np.bincount(report[roots] * n_faults + classes, weights=first, minlength=cells) + np.bincount(
+        (report[:, None] * n_faults + np.arange(n_faults)).reshape(-1),
+        weights=posterior.sum(axis=0).reshape(-1),
+        minlength=cells,
+    )
+    order = np.argsort(-probability, kind="stable")
+    order = order[probability[order] > 0.0]
+    classes_of = by_class.reshape(n_candidates, n_faults).argmax(axis=1)
+    return TwoRoots(log_odds, order, np.clip(probability[order], 0.0, 1.0), classes_of[order])
