@@ -38,7 +38,7 @@ Array = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]
 
 EXTRA_ROOT_PRIOR = 0.001  # prior probability that an incident has a second, independent root
-TOP = 16  # single-root (node, class) entries the two roots are enumerated over
+TOP = 8  # single-root (node, class) entries one of the two roots is enumerated over
 
 
 @dataclass(frozen=True, slots=True)
