@@ -106,7 +106,8 @@ class OpSum(IntEnum):
     CALLS = 0
     ERRORS = 1
     DURATION = 2  # seconds, summed
-    CHILD_DURATION = 3  # seconds of direct children, summed (self time = DURATION - this)
+    CHILD_DURATION = 3  # seconds of direct children, summed
+    WAIT = 4  # seconds inside sibling NCCL collectives (lockstep wait), summed; self time less both
 
 
 class EdgeSum(IntEnum):

@@ -37,6 +37,20 @@ _DIRECT: dict[str, Signal] = {
     "numa.remote_memory_ratio": Signal.NUMA_REMOTE_RATIO,
 }
 SIGNAL_ATTRIBUTES: Mapping[str, Signal] = _DIRECT  # attribute → signal, read-only
+# Signals of the GPU (and the process placement) a span ran on: they count on its `gpu:` node where
+# it names one. The others (queue, tokens, engine timings, NCCL) count on the span's service.
+GPU_SIGNALS = frozenset(
+    {
+        Signal.GPU_DRAM_BYTES,
+        Signal.GPU_DRAM_UTILIZATION,
+        Signal.GPU_L2_SECTORS,
+        Signal.KV_BLOCK_ALLOCATION_RATE,
+        Signal.KV_AVG_BLOCK_SIZE,
+        Signal.KV_USAGE,
+        Signal.NUMA_REMOTE_RATIO,
+        Signal.NUMA_MISMATCH,
+    }
+)
 
 PRIORITY_HEADER = "http.request.header.x-priority"
 PRIORITY_LEVEL = "gen_ai.request.priority"

@@ -4,9 +4,10 @@ For every node the window's series are split at the row's own change point (`rca
 and scored as one-sided shifts: self time (latency; calls to uninstrumented callees are moved
 from the caller's self time to the virtual callee, and client calls' self time, time on the wire,
 to a network node per callee), error rate (also tested as binomial counts), call structure
-(downstream calls per call of each operation, either way), and the section 6 LLM-serving signals. A node's score for
-a class is its strongest row, less the expected maximum of that many null statistics, gated by the
-contract's thresholds where it names them. Unmeasurable classes are NaN.
+(downstream calls per call of each operation, either way), and the section 6 LLM-serving signals
+(`rca.evidence_llm`). A node's score for a class is its strongest row, less the expected maximum of
+that many null statistics, gated by the contract's thresholds where it names them. Unmeasurable
+classes are NaN.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from rca.accumulators import EdgeSum, OpSum, SignalSum
+from rca.accumulators import EdgeSum, OpSum
 from rca.changepoint import Shift, mean_shift
+from rca.evidence_llm import Part, communicators, llm_rows
 from rca.evidence_logs import log_rows
 from rca.evidence_rows import Labels, Rows, binomial_score, find_sorted, merge_rows, per_window_mean
 from rca.graph import NodeKind, ServiceGraph
 from rca.ranking import Fault
 from rca.series import SeriesCache, WindowSeries, window_series
-from rca.spans import Signal
 
 FAULTS: tuple[Fault, ...] = tuple(Fault)
 N_FAULTS = len(FAULTS)
@@ -52,6 +53,7 @@ class NodeEvidence:
     onset_ns: Index
     signal: tuple[tuple[str, ...], ...]  # per node, per fault: what was measured
     edges: Index  # (E, 2) caller → callee row indices into `nodes`
+    communicator: Index  # NCCL ranks (`rca.evidence_llm.communicators`): communicator from 0; -1 elsewhere
 
     def index(self, node: str) -> int:
         return self.nodes.index(node)
@@ -110,13 +112,16 @@ class _Extractor:
 
     # -- service and virtual nodes ---------------------------------------------------------
 
-    def latency_and_errors(self) -> tuple[Rows, Rows]:
+    def latency_and_errors(self, more_latency: list[Part]) -> tuple[Rows, Rows]:
+        """Latency rows (with `more_latency`, log seconds) and error rows. A compute span's
+        self time excludes its lockstep wait, and `nccl:` operations are NCCL evidence only."""
         ops, edges = self.series.ops, self.series.edges
         calls = ops.sums[:, :, OpSum.CALLS]
         virtual_time = self._unpaired_peer_time()
-        self_time = ops.sums[:, :, OpSum.DURATION] - ops.sums[:, :, OpSum.CHILD_DURATION] - virtual_time
+        s = ops.sums
+        self_time = s[:, :, OpSum.DURATION] - s[:, :, OpSum.CHILD_DURATION] - s[:, :, OpSum.WAIT] - virtual_time
         log_self = np.log(np.maximum(per_window_mean(self_time, calls), LATENCY_FLOOR_S))
-        own = ~self.client
+        own = ~self.client & ~np.isin(self.op_of[ops.keys], self.names.nccl_ops)
         labels = self.op_label(ops.keys[own], "self_time_s")
         rows_latency = [(self.node_of[ops.keys[own]], log_self[own], calls[own], labels)]
         if self.wire_edges.shape[0]:  # a client call's self time is evidence on its callee's network
@@ -140,7 +145,7 @@ class _Extractor:
             rows_latency.append((callee_node[virtual], log_peer, peer_calls, label))
             peer_errors = per_window_mean(s[:, :, EdgeSum.PEER_ERRORS], peer_calls)
             rows_errors.append((callee_node[virtual], peer_errors, peer_calls, label))
-        latency = self.rows(rows_latency, direction=1, floor=0.05, log_values=True)
+        latency = self.rows([*rows_latency, *more_latency], direction=1, floor=0.05, log_values=True)
         # A shift must also be large to count: full weight from a doubling of the mean.
         ratio = np.log(np.maximum(latency.shift.observed, 1e-12) / np.maximum(latency.shift.baseline, 1e-12))
         latency.score = latency.score * np.clip(ratio / np.log(2.0), 0.0, 1.0)
@@ -203,81 +208,17 @@ class _Extractor:
             shift = Shift(shift.onset, np.exp(shift.baseline), np.exp(shift.observed), shift.score)
         return Rows(node, shift, labels, shift.score.copy())
 
-    # -- section 6 signals -----------------------------------------------------------------
-
-    def signal(self, signal: Signal, direction: int) -> Rows:
-        table = self.series.signals
-        mine = (table.keys & 0xFF) == int(signal)
-        s = table.sums[mine]
-        count = s[:, :, SignalSum.COUNT]
-        mean = per_window_mean(s[:, :, SignalSum.SUM], count)
-        within = (np.nansum(s[:, :, SignalSum.SUMSQ], axis=1) - np.nansum(mean * s[:, :, SignalSum.SUM], axis=1)) / (
-            np.maximum(count.sum(axis=1) - 1.0, 1.0)
-        )
-        scale = np.nanmean(np.abs(mean), axis=1) if mean.shape[0] else np.zeros(0)
-        floor = np.maximum(np.nan_to_num(within), (0.02 * np.nan_to_num(scale)) ** 2 + 1e-18)[:, None]
-        nodes = table.keys[mine] >> 8
-        label = Labels(signal.name.lower(), np.full(nodes.shape[0], -1, np.int64))
-        return self.rows([(nodes, mean, count, label)], direction, floor)
-
-    def inversion(self) -> Rows:
-        """Urgent requests' queue time minus ordinary ones', per window, per node."""
-        table = self.series.signals
-        urgent, ordinary = (
-            (table.keys & 0xFF) == Signal.QUEUE_TIME_URGENT,
-            (table.keys & 0xFF) == (Signal.QUEUE_TIME_ORDINARY),
-        )
-        nodes = np.intersect1d(table.keys[urgent] >> 8, table.keys[ordinary] >> 8)
-        if nodes.shape[0] == 0:
-            return self.rows([], 1, 0.0)
-        u = table.sums[np.searchsorted(table.keys, (nodes << 8) | Signal.QUEUE_TIME_URGENT)]
-        o = table.sums[np.searchsorted(table.keys, (nodes << 8) | Signal.QUEUE_TIME_ORDINARY)]
-        nu, no = u[:, :, SignalSum.COUNT], o[:, :, SignalSum.COUNT]
-        difference = per_window_mean(u[:, :, SignalSum.SUM], nu) - per_window_mean(o[:, :, SignalSum.SUM], no)
-        with np.errstate(divide="ignore"):
-            weight = np.where((nu > 0) & (no > 0), 1.0 / (1.0 / np.maximum(nu, 1) + 1.0 / np.maximum(no, 1)), 0.0)
-        var = (o[:, :, SignalSum.SUMSQ].sum(axis=1) / np.maximum(no.sum(axis=1), 1.0)) - (
-            o[:, :, SignalSum.SUM].sum(axis=1) / np.maximum(no.sum(axis=1), 1.0)
-        ) ** 2
-        floor = np.maximum(var, 1e-8)[:, None]
-        label = Labels("queue_wait_urgent_minus_ordinary_s", np.full(nodes.shape[0], -1, np.int64))
-        return self.rows([(nodes, difference, weight, label)], 1, floor)
-
-
-def _gate(rows: Rows, healthy: float, faulty: float) -> None:
-    """Scales scores by where the observed level sits between the contract's `healthy` level
-    (0) and its `faulty` one (1); a decrease (`healthy > faulty`) scores as a positive shift."""
-    share = np.clip((rows.shift.observed - healthy) / (faulty - healthy), 0.0, 1.0)
-    rows.score = np.abs(rows.score) * share * (rows.score * np.sign(faulty - healthy) > 0)
-
 
 def _class_rows(x: _Extractor) -> dict[Fault, tuple[Rows, bool]]:
     """Rows per fault class, and whether the class gets the multiple-testing allowance."""
-    latency, errors = x.latency_and_errors()
+    llm = llm_rows(x)
+    latency, errors = x.latency_and_errors(llm.latency)
     logs = log_rows(x, x.series.logs, x.series.log_ops, x.names.nodes.__getitem__, x.templates.text)
-    bandwidth = x.signal(Signal.GPU_DRAM_UTILIZATION, 1)
-    _gate(bandwidth, 0.75, 0.9)
-    allocation = x.signal(Signal.KV_BLOCK_ALLOCATION_RATE, -1)
-    _gate(allocation, 0.95, 0.7)
-    block = x.signal(Signal.KV_AVG_BLOCK_SIZE, -1)
-    _gate(block, 128 * 1024.0, 32 * 1024.0)
-    inversion = x.inversion()
-    _gate(inversion, 0.0, 1e-3)
-    collective = x.signal(Signal.NCCL_LATENCY, 1)
-    p2p = x.signal(Signal.NCCL_P2P_LATENCY, 1)
-    _gate(p2p, 8e-6, 15e-6)  # contract: Send normally < 8 µs, > 15 µs is contention
-    mismatch = x.signal(Signal.NUMA_MISMATCH, 1)
-    remote = x.signal(Signal.NUMA_REMOTE_RATIO, 1)
-    _gate(remote, 0.1, 0.15)
     return {
         Fault.LATENCY: (latency, True),
         Fault.ERRORS: (merge_rows(errors, logs.errors), True),
         Fault.CALL_STRUCTURE: (merge_rows(x.call_structure(), logs.call_structure), True),
-        Fault.GPU_MEMORY_BANDWIDTH: (bandwidth, False),
-        Fault.KV_CACHE_FRAGMENTATION: (merge_rows(allocation, block), False),
-        Fault.SCHEDULER_PRIORITY_INVERSION: (inversion, False),
-        Fault.NCCL_COMMUNICATION: (merge_rows(collective, p2p), False),
-        Fault.NUMA_MISMATCH: (merge_rows(mismatch, remote), False),
+        **{fault: (rows, False) for fault, rows in llm.classes.items()},
     }
 
 
@@ -360,6 +301,7 @@ def extract_evidence(
         onset_ns=onset,
         signal=tuple(tuple(row) for row in labels),
         edges=np.searchsorted(present, pairs).astype(np.int64).reshape(-1, 2),
+        communicator=communicators(x, present, pairs),
     )
 
 

@@ -20,14 +20,17 @@ import numpy.typing as npt
 from numba import njit
 
 from rca.accumulators import EdgeSum, LogSum, OpSum, SignalSum, WindowAggregate
+from rca.conventions import GPU_SIGNALS, NCCL_PREFIX
 from rca.histogram import buckets
 from rca.intindex import IntIndex
+from rca.lockstep import Lockstep
 from rca.logs import LogBatch
 from rca.logtemplates import TemplateMiner
 from rca.spanindex import SpanIndex
-from rca.spans import SpanBatch
+from rca.spans import Signal, SpanBatch
 
 NO_OP = ""
+_ON_GPU = np.isin(np.arange(len(Signal)), list(GPU_SIGNALS))  # per signal column
 _RESOLVE_MIN = 20_000  # waiting children that trigger a resolution pass during ingest
 
 
@@ -61,6 +64,7 @@ class Names:
         self.owners: list[int] = []  # node id of the service that owns each node
         self.op_ids: dict[str, int] = {}
         self.ops: list[str] = []
+        self.nccl_ops: list[int] = []  # operations named `nccl:{op}` (contract section 6)
         self._nodeops = IntIndex()
 
     def node(self, name: str, kind: NodeKind, owner: str | None = None) -> int:
@@ -80,6 +84,8 @@ class Names:
         if index is None:
             index = self.op_ids[name] = len(self.ops)
             self.ops.append(name)
+            if name.startswith(NCCL_PREFIX):
+                self.nccl_ops.append(index)
         return index
 
     def nodeops(self, nodes: npt.NDArray[np.int64], ops: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -170,6 +176,7 @@ class ServiceGraph:
         self._pending_logs: list[_PendingLogs] = []
         self._pending_log_count = 0
         self._log_records = self._late_logs = 0
+        self._lockstep = Lockstep(pending_windows=pending_windows)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -196,12 +203,26 @@ class ServiceGraph:
         duration = batch.duration_ns / 1e9
         self._count_spans(window, nodeop, peer_nodeop, duration, batch.error)
         has_resource = resources >= 0
+        collective = ~np.isnan(batch.signals[:, Signal.NCCL_LATENCY])
+        gpu_nodeop = np.full(len(batch), -1, np.int64)
         if has_resource.any():
             sel = has_resource
-            gpu_nodeop = self.names.nodeops(resources[sel], ops[sel])
-            self._count_ops(window[sel], gpu_nodeop, duration[sel], batch.error[sel])
-            self._count_edges(window[sel], nodeop[sel], gpu_nodeop, duration[sel], batch.error[sel])
-        self._count_signals(window, np.where(has_resource, resources, nodes), batch.signals)
+            gpu_nodeop[sel] = self.names.nodeops(resources[sel], ops[sel])
+            self._count_ops(window[sel], gpu_nodeop[sel], duration[sel], batch.error[sel])
+            self._count_edges(window[sel], nodeop[sel], gpu_nodeop[sel], duration[sel], batch.error[sel])
+        if has_resource.any() or collective.any():  # lockstep: GPU compute and NCCL collectives
+            self._lockstep.add(
+                collective,
+                has_resource,
+                parent=batch.parent_id,
+                node=nodes,
+                nodeop=nodeop,
+                gpu_nodeop=gpu_nodeop,
+                start_ns=batch.start_ns,
+                end_ns=batch.end_ns,
+                window=window,
+            )
+        self._count_signals(window, nodes, resources, batch.signals)
         self._index.insert(batch.span_id, nodeop, peer_nodeop, window, duration)
         has_parent = batch.parent_id != 0
         self._pending.append(
@@ -358,24 +379,56 @@ class ServiceGraph:
             self._count_edges(window[sel], nodeop[sel], peer_nodeop[sel], duration[sel], error[sel], peer=True)
 
     def _count_signals(
-        self, window: npt.NDArray[np.int64], node: npt.NDArray[np.int64], signals: npt.NDArray[np.float64]
+        self,
+        window: npt.NDArray[np.int64],
+        node: npt.NDArray[np.int64],
+        gpu: npt.NDArray[np.int64],
+        signals: npt.NDArray[np.float64],
     ) -> None:
+        """Every signal value on its span's node, the GPU's signals on the span's GPU (`gpu` >= 0)."""
         rows, columns = _present(signals)
         if rows.shape[0] == 0:
             return
-        values = signals[rows, columns]
+        on_gpu = _ON_GPU[columns] & (gpu[rows] >= 0)
+        where = np.where(on_gpu, gpu[rows], node[rows])
+        self._count_values(window[rows], (where << 8) | columns, signals[rows, columns])
+
+    def _count_values(
+        self, window: npt.NDArray[np.int64], keys: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
+    ) -> None:
+        """One observation of a signal per row, keyed node << 8 | signal."""
         sums = np.stack([np.ones_like(values), values, values * values], axis=1)
-        keys = (node[rows] << 8) | columns
         hist = buckets(values)
-        for aggregate, index in self._by_window(window[rows]):
+        for aggregate, index in self._by_window(window):
             aggregate.signals.add(keys, sums, hist, index)
+
+    def _count_lockstep(self) -> None:
+        """Counts what the waiting lockstep spans matched: each collective's overlap share on its
+        node, each compute span's wait on its operation and its GPU's (in retained windows)."""
+        newest = self.newest_ns // self.window_ns
+        found = self._lockstep.match(newest)
+        if found is None:
+            return
+        oldest = newest - self.retention_windows + 1
+        shared = found.collective_window >= oldest
+        node, window = found.collective_node[shared], found.collective_window[shared]
+        self._count_values(window, (node << 8) | Signal.NCCL_OVERLAP, found.overlap_share[shared])
+        gpu = found.compute_gpu_nodeop >= 0
+        nodeop = np.concatenate([found.compute_nodeop, found.compute_gpu_nodeop[gpu]])
+        window = np.concatenate([found.compute_window, found.compute_window[gpu]])
+        sums = np.zeros((nodeop.shape[0], len(OpSum)))
+        sums[:, OpSum.WAIT] = np.concatenate([found.wait_s, found.wait_s[gpu]])
+        kept = np.flatnonzero(window >= oldest)
+        for aggregate, index in self._by_window(window[kept]):
+            aggregate.ops.add(nodeop, sums, None, kept[index])
 
     # -- parent resolution -----------------------------------------------------------------
 
     def resolve(self) -> None:
         """Matches waiting children with parents seen since, and waiting log records with their
-        spans; drops those waited too long."""
+        spans, and lockstep collectives with their compute siblings; drops those waited too long."""
         self._join_logs()
+        self._count_lockstep()
         if not self._pending:
             return
         p = _Pending(

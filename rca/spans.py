@@ -37,9 +37,11 @@ class Signal(IntEnum):
     NUMA_REMOTE_RATIO = 18
     NUMA_MISMATCH = 19
     NCCL_P2P_LATENCY = 20  # point-to-point `nccl:Send` / `nccl:Recv`; collectives are NCCL_LATENCY
+    # Derived by the graph from span intervals (`rca.lockstep`), never a column of a span batch:
+    NCCL_OVERLAP = 21  # share of a collective's time inside its sibling compute span (0-1)
 
 
-N_SIGNALS = len(Signal)
+N_SIGNALS = int(Signal.NCCL_OVERLAP)  # columns of a span batch: the signals read from span attributes
 
 # SpanKind values as OTLP numbers them.
 KIND_UNSPECIFIED = 0

@@ -16,8 +16,10 @@ from ingest.otlp_logs_json import decode_logs_json
 from rca.accumulators import LogSum
 from rca.alerts import service_of
 from rca.compose import analyze
+from rca.evidence import F, extract_evidence
 from rca.graph import NodeKind, ServiceGraph
 from rca.graphview import Window, graph_between
+from rca.ranking import Fault
 from rca.series import Table, window_series
 from rca.spans import Signal, SpanBatch
 
@@ -114,3 +116,24 @@ def test_the_llm_logs_join_the_operations_of_their_spans() -> None:
     assert any(t.startswith("Received request") for t in templates)
     nodes = [names.nodes[i] for i in (series.logs.keys >> 32).tolist()]
     assert _totals(series.logs, nodes) == {"vllm-engine": (3, 0), "vllm-worker-1": (1, 1), "router": (1, 0)}
+
+
+def test_the_llm_request_evidence_sits_on_the_section_6_nodes() -> None:
+    graph = ServiceGraph(retention_seconds=3600.0)
+    graph.add(decode_file(TRACE).batch)
+    evidence = extract_evidence(graph, start_ns=1_767_225_599_000_000_000, end_ns=1_767_225_602_000_000_000)
+
+    def measured(node: str) -> set[Fault]:
+        row = evidence.score[evidence.index(node)]
+        return {fault for fault in Fault if not math.isnan(row[F[fault]])}
+
+    gpu = {Fault.GPU_MEMORY_BANDWIDTH, Fault.KV_CACHE_FRAGMENTATION}
+    for k in (0, 1):
+        assert gpu <= measured(f"gpu:gpu-node-1/{k}") and Fault.NCCL_COMMUNICATION not in measured(
+            f"gpu:gpu-node-1/{k}"
+        )
+        assert Fault.NCCL_COMMUNICATION in measured(f"vllm-worker-{k}") and not gpu & measured(f"vllm-worker-{k}")
+    assert Fault.LATENCY in measured("vllm-engine") and not (gpu | {Fault.NCCL_COMMUNICATION}) & measured("vllm-engine")
+    communicator = dict(zip(evidence.nodes, evidence.communicator.tolist(), strict=True))
+    assert communicator.pop("vllm-worker-0") == communicator.pop("vllm-worker-1") >= 0  # ranks under one engine
+    assert set(communicator.values()) == {-1}

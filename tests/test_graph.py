@@ -1,13 +1,21 @@
-"""The service-causality graph: edges across batches, self time, virtual nodes, windows."""
+"""The service-causality graph: edges across batches, self time, virtual nodes, windows, and
+lockstep collectives matched with their compute siblings."""
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Mapping
 
-from rca.accumulators import OpSum, WindowAggregate
+import numpy as np
+import numpy.typing as npt
+
+from rca.accumulators import OpSum, SignalSum, WindowAggregate
+from rca.builder import SpanBatchBuilder
+from rca.conventions import AttrValue
 from rca.graph import ServiceGraph
 from rca.graphview import Window, build_digraph, graph_between
-from tests.spanfactory import T0, batch
+from rca.lockstep import Lockstep
+from rca.spans import Signal, SpanBatch
+from tests.spanfactory import T0, batch, sid, tid
 
 WIDE = Window(T0 - 10**12, T0 + 10**12)
 
@@ -91,3 +99,96 @@ def test_nccl_latency_keeps_point_to_point_apart_from_collectives() -> None:
     assert out[2:, Signal.NCCL_P2P_LATENCY].tolist() == [4e-6, 5e-6]
     assert np.isnan(out[2:, Signal.NCCL_LATENCY]).all()
     assert with_nccl_latency(signals, ("a",), operation[:1], start[:1], end[:1]) is signals
+
+
+def _gpu_batch(*spans: tuple[str, str, int, int, int, int, Mapping[str, AttrValue]]) -> SpanBatch:
+    """Spans (service, name, span id, parent id or 0, start ms, duration ms, attributes) on host `h`."""
+    builder = SpanBatchBuilder()
+    for service, name, span_id, parent, start_ms, dur_ms, attributes in spans:
+        start = T0 + start_ms * 1_000_000
+        parent_id = sid(parent) if parent else b""
+        end = start + dur_ms * 1_000_000
+        builder.add(
+            tid(1), sid(span_id), parent_id, service, name, 1, start, end, False, attributes, {"host.name": "h"}
+        )
+    return builder.build().batch
+
+
+def _op_sums(graph: ServiceGraph, node: str, op: str) -> npt.NDArray[np.float64]:
+    keys, sums, _ = graph.aggregate(WIDE.start_ns, WIDE.end_ns).ops.view()
+    nodeop = graph.names.nodeops(np.asarray([graph.names.node_ids[node]]), np.asarray([graph.names.op_ids[op]]))
+    row: npt.NDArray[np.float64] = sums[int(np.flatnonzero(keys == nodeop[0])[0])]
+    return row
+
+
+def _signal_sums(graph: ServiceGraph, node: str, signal: Signal) -> npt.NDArray[np.float64]:
+    keys, sums, _ = graph.aggregate(WIDE.start_ns, WIDE.end_ns).signals.view()
+    row: npt.NDArray[np.float64] = sums[int(np.flatnonzero(keys == (graph.names.node_ids[node] << 8) | signal)[0])]
+    return row
+
+
+def test_a_collective_meets_its_compute_sibling_across_batches_and_counts_once() -> None:
+    graph = ServiceGraph()
+    forward = ("w0", "model_forward", 2, 1, 10, 100, {"gpu.id": "0"})
+    graph.add(_gpu_batch(("engine", "llm_request", 1, 0, 0, 300, {}), forward))
+    graph.add(_gpu_batch(("w0", "nccl:AllReduce", 3, 1, 60, 100, {})))  # half of it inside the forward
+    for _ in range(2):  # every read resolves; what matched counts once
+        overlap = _signal_sums(graph, "w0", Signal.NCCL_OVERLAP)
+        assert overlap[SignalSum.COUNT] == 1.0 and abs(overlap[SignalSum.SUM] - 0.5) < 1e-9
+        for node in ("w0", "gpu:h/0"):  # the forward waited 50 ms: its self time is 50 ms
+            sums = _op_sums(graph, node, "model_forward")
+            assert abs(sums[OpSum.WAIT] - 0.05) < 1e-9 and abs(sums[OpSum.DURATION] - 0.1) < 1e-9
+
+
+def test_collectives_of_other_parents_or_ranks_are_no_siblings() -> None:
+    graph = ServiceGraph()
+    graph.add(
+        _gpu_batch(
+            ("engine", "llm_request", 1, 0, 0, 300, {}),
+            ("w0", "model_forward", 2, 1, 10, 100, {"gpu.id": "0"}),
+            ("w0", "nccl:AllReduce", 3, 2, 20, 10, {}),  # a child of the forward, as in the fixture
+            ("w1", "nccl:AllReduce", 4, 1, 20, 10, {}),  # another rank's
+        )
+    )
+    assert _op_sums(graph, "w0", "model_forward")[OpSum.WAIT] == 0.0
+    keys = graph.aggregate(WIDE.start_ns, WIDE.end_ns).signals.view()[0]
+    assert not ((keys & 0xFF) == Signal.NCCL_OVERLAP).any()
+
+
+def test_lockstep_spans_wait_for_their_siblings_until_stale_and_wait_no_longer_than_they_ran() -> None:
+    lockstep = Lockstep(pending_windows=2)
+    one = np.ones(1, np.bool_)
+
+    def add(collective: bool, start_ns: int, end_ns: int, window: int) -> None:
+        lockstep.add(
+            one if collective else ~one,
+            ~one if collective else one,
+            parent=np.asarray([7], np.uint64),
+            node=np.asarray([1]),
+            nodeop=np.asarray([5]),
+            gpu_nodeop=np.asarray([6]),
+            start_ns=np.asarray([start_ns]),
+            end_ns=np.asarray([end_ns]),
+            window=np.asarray([window]),
+        )
+
+    add(True, 0, 100, 0)
+    assert lockstep.match(newest_window=0) is not None and len(lockstep) == 1  # the collective waits
+    add(False, 0, 60, 0)
+    add(True, 20, 100, 0)  # a second collective of the same forward
+    found = lockstep.match(newest_window=0)
+    assert found is not None and found.overlap_share.tolist() == [0.6, 0.5]
+    assert found.wait_s.tolist() == [60e-9]  # 100 ns of overlap, capped at the forward's 60 ns
+    assert found.compute_nodeop.tolist() == [5] and found.compute_gpu_nodeop.tolist() == [6]
+    assert len(lockstep) == 1  # the forward stays for collectives still to come
+    assert lockstep.match(newest_window=3) is None and len(lockstep) == 0  # then it is stale
+
+
+def test_a_span_on_a_gpu_counts_the_gpus_signals_there_and_the_rest_on_its_service() -> None:
+    graph = ServiceGraph()
+    attributes: dict[str, AttrValue] = {"gpu.id": "0", "gen_ai.latency.time_in_queue": 0.2, "gpu.dram.bytes": 5e9}
+    graph.add(_gpu_batch(("engine", "llm_request", 1, 0, 0, 300, attributes)))
+    assert _signal_sums(graph, "engine", Signal.QUEUE_TIME)[SignalSum.SUM] == 0.2
+    assert _signal_sums(graph, "gpu:h/0", Signal.GPU_DRAM_BYTES)[SignalSum.SUM] == 5e9
+    keys = graph.aggregate(WIDE.start_ns, WIDE.end_ns).signals.view()[0]
+    assert sorted(graph.names.nodes[k >> 8] for k in keys.tolist()) == ["engine", "gpu:h/0"]
