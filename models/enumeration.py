@@ -108,6 +108,13 @@ def no_guide(*args: object) -> None:
     """Every latent site is enumerated in the model: nothing to guide."""
 
 
+def two_root_marginals(*args: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """`two_root_model`'s exact posterior marginals (args as it takes them): the first root's over
+    every (candidate, class), flattened, and the second's over the entries S."""
+    marginals = TraceEnum_ELBO(max_plate_nesting=2).compute_marginals(two_root_model, no_guide, *args)
+    return marginals["first"].probs, marginals["second"].probs
+
+
 def log_evidence(model: Callable[..., None], *args: object) -> float:
     """log p(evidence) of a model whose latent sites are all enumerated: its exact ELBO."""
     return -float(TraceEnum_ELBO(max_plate_nesting=2).loss(model, no_guide, *args))

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
-from pyro.infer import TraceEnum_ELBO
 
-from models.enumeration import log_evidence, no_guide, single_root_model, two_root_model
+from models.enumeration import log_evidence, single_root_model, two_root_marginals, two_root_model
 from models.health import HealthParams, load_params
 from models.multiroot import EXTRA_ROOT_PRIOR, compare_roots
 from models.posterior import log_posterior, observed
@@ -77,9 +76,9 @@ def test_closed_form_equals_pyro_enumeration(seed: int, params: HealthParams) ->
     assert compared.log_odds == pytest.approx(prior_odds + two - one, abs=1e-4)
 
     # P(node is one of the roots) = P(first root on it) + P(second root on it): never both
-    marginals = TraceEnum_ELBO(max_plate_nesting=2).compute_marginals(two_root_model, no_guide, *pair_args)
-    first = marginals["first"].probs.reshape(7, N_FAULTS).sum(-1).numpy()  # type: ignore[attr-defined]
-    second = np.bincount(roots, weights=marginals["second"].probs.numpy(), minlength=7)  # type: ignore[attr-defined]
+    first_root, second_root = two_root_marginals(*pair_args)
+    first = first_root.reshape(7, N_FAULTS).sum(-1).numpy()
+    second = np.bincount(roots, weights=second_root.numpy(), minlength=7)
     probability = np.zeros(7)
     probability[compared.nodes] = compared.probability
     np.testing.assert_allclose(probability, first + second, atol=1e-6)
