@@ -95,7 +95,7 @@ def causal_structure(
     for mask in (virtual, network):
         if mask is not None:
             services &= ~mask[candidates]
-    siblings = (direct.T.astype(np.int32) @ direct.astype(np.int32)) > 0  # [r, i]: a caller calls both
+    siblings = (direct.T.astype(np.float32) @ direct.astype(np.float32)) > 0  # [r, i]: a caller calls both
     relation[siblings & services[:, None] & services[None, :]] = Relation.PEER
     if collective is not None and owner is not None and collective[candidates].any():
         relation[_communicators(candidates, direct, collective, owner)] = Relation.COLLECTIVE
@@ -119,7 +119,7 @@ def _communicators(
         candidates[np.minimum(position, len(candidates) - 1)] == owner[candidates]
     )
     worker = np.where(known, position, np.arange(candidates.shape[0]))  # each candidate's owning worker
-    shared_caller = (direct[:, mine].T.astype(np.int32) @ direct.astype(np.int32)) > 0  # (collective, R)
+    shared_caller = (direct[:, mine].T.astype(np.float32) @ direct.astype(np.float32)) > 0  # (collective, R)
     ranks = np.zeros((candidates.shape[0], candidates.shape[0]), np.bool_)
     ranks[np.flatnonzero(mine)] = shared_caller & mine[None, :]
     lockstep = ranks[worker]
