@@ -6,11 +6,13 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from rca.config import FLAG_METAVARS, FLAG_NAMES, ConfigError, flag_help, load_settings
+from rca.config import FLAG_METAVARS, FLAG_NAMES, ConfigError, Settings, flag_help, load_settings
+
+DEFAULT_PARAMS_OUT = "./rca-data/params.json"
 
 
 def _at_least_one(text: str) -> int:
@@ -18,6 +20,32 @@ def _at_least_one(text: str) -> int:
     if count < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {count}")
     return count
+
+
+def _list_of(kind: type[int] | type[str]) -> Callable[[str], tuple[int, ...] | tuple[str, ...]]:
+    """Comma-separated values ("" for none); integers must be >= 0."""
+
+    def parse(text: str) -> tuple[int, ...] | tuple[str, ...]:
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        if kind is str:
+            return tuple(parts)
+        if not all(p.isdigit() for p in parts):
+            raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated integers >= 0")
+        return tuple(int(p) for p in parts)
+
+    return parse
+
+
+def _fit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    fit = sub.add_parser("fit", help="re-estimate the health model from labelled incidents and simulated cases")
+    fit.add_argument("--db", metavar="URL", help="the incident database (env RCA_DB, default rca serve's)")
+    fit.add_argument("--out", metavar="FILE", default=DEFAULT_PARAMS_OUT, help=f"default {DEFAULT_PARAMS_OUT}")
+    fit.add_argument(
+        "--sim-scenarios", type=_list_of(str), metavar="A,B", help="simulated scenarios (default: the training set)"
+    )
+    fit.add_argument(
+        "--sim-seeds", type=_list_of(int), metavar="N,N", help="their seeds (default: the training seeds; '' for none)"
+    )
 
 
 def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rca", description="Causal root-cause inference over OpenTelemetry traces")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
+    _fit_parser(sub)
     analyze = sub.add_parser("analyze", help="offline: rank the root causes in trace (and log) files")
     analyze.add_argument(
         "--traces",
@@ -130,6 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return analyze(args.traces, args.alerts, log_paths=args.logs)
     if args.command == "simulate":
         return _simulate(args)
+    if args.command == "fit":
+        from models.refit import run_fit
+
+        db = args.db or os.environ.get("RCA_DB") or Settings().db
+        return run_fit(db, Path(args.out), scenarios=args.sim_scenarios, seeds=args.sim_seeds)
     if args.command == "demo":
         from benchmarks.demo import run_demo
 

@@ -51,8 +51,11 @@ def _traffic() -> SpanBatch:
 
 
 @contextmanager
-def _service(db: Path, token: str | None = None, spans: bool = True) -> Iterator[tuple[Service, TestClient]]:
-    service = Service(Settings(db=f"sqlite:///{db}", api_token=token))
+def served(
+    db: Path, token: str | None = None, spans: bool = True, params: Path | None = None
+) -> Iterator[tuple[Service, TestClient]]:
+    """`rca serve`'s parts on `db` (the spans of `_traffic` in its graph), and a client of its API."""
+    service = Service(Settings(db=f"sqlite:///{db}", api_token=token, params=params))
     try:
         if spans:
             service.ingestor.submit(_traffic())
@@ -63,7 +66,7 @@ def _service(db: Path, token: str | None = None, spans: bool = True) -> Iterator
         service.store.close()
 
 
-def _incident(client: TestClient, headers: dict[str, str] | None = None) -> str:
+def open_incident(client: TestClient, headers: dict[str, str] | None = None) -> str:
     answer = client.post("/webhooks/alertmanager", json=nezha_webhook("fb", "gateway", ALERT_NS), headers=headers)
     assert answer.status_code == 200, answer.text
     incident_id: str = answer.json()["incidents"][0]["id"]
@@ -80,8 +83,8 @@ def _assert_same_evidence(a: NodeEvidence, b: NodeEvidence) -> None:
 
 
 def test_feedback_is_stored_with_what_the_model_saw_and_leaves_the_ranking(tmp_path: Path) -> None:
-    with _service(tmp_path / "rca.db") as (service, client):
-        incident = _incident(client)
+    with served(tmp_path / "rca.db") as (service, client):
+        incident = open_incident(client)
         before = client.get(f"/incidents/{incident}/causes").json()
         answer = client.post(f"/incidents/{incident}/feedback", json=LABEL)
         assert answer.status_code == 200, answer.text
@@ -102,8 +105,8 @@ def test_feedback_is_stored_with_what_the_model_saw_and_leaves_the_ranking(tmp_p
 
 
 def test_a_later_label_replaces_the_earlier_and_a_null_fault_is_kept(tmp_path: Path) -> None:
-    with _service(tmp_path / "rca.db") as (service, client):
-        incident = _incident(client)
+    with served(tmp_path / "rca.db") as (service, client):
+        incident = open_incident(client)
         assert client.post(f"/incidents/{incident}/feedback", json=LABEL).status_code == 200
         answer = client.post(f"/incidents/{incident}/feedback", json={"node": "checkout", "fault": None})
         assert answer.status_code == 200
@@ -115,7 +118,7 @@ def test_a_later_label_replaces_the_earlier_and_a_null_fault_is_kept(tmp_path: P
 
 
 def test_unknown_incident_is_404(tmp_path: Path) -> None:
-    with _service(tmp_path / "rca.db") as (_, client):
+    with served(tmp_path / "rca.db") as (_, client):
         for answer in (
             client.post("/incidents/inc-nope/feedback", json=LABEL),
             client.get("/incidents/inc-nope/feedback"),
@@ -137,8 +140,8 @@ def test_unknown_incident_is_404(tmp_path: Path) -> None:
     ],
 )
 def test_malformed_bodies_are_422_naming_the_field(tmp_path: Path, body: Any, field: str) -> None:
-    with _service(tmp_path / "rca.db") as (service, client):
-        incident = _incident(client)
+    with served(tmp_path / "rca.db") as (service, client):
+        incident = open_incident(client)
         answer = client.post(f"/incidents/{incident}/feedback", json=body)
         assert answer.status_code == 422
         assert any(error["loc"][-1] == field or error["loc"] == ["body"] for error in answer.json()["detail"])
@@ -147,9 +150,9 @@ def test_malformed_bodies_are_422_naming_the_field(tmp_path: Path, body: Any, fi
 
 
 def test_feedback_needs_the_token(tmp_path: Path) -> None:
-    with _service(tmp_path / "rca.db", token=TOKEN) as (_, client):
+    with served(tmp_path / "rca.db", token=TOKEN) as (_, client):
         auth = {"Authorization": f"Bearer {TOKEN}"}
-        incident = _incident(client, auth)
+        incident = open_incident(client, auth)
         assert client.post(f"/incidents/{incident}/feedback", json=LABEL).status_code == 401
         wrong = {"Authorization": "Bearer nope"}
         assert client.post(f"/incidents/{incident}/feedback", json=LABEL, headers=wrong).status_code == 401
@@ -159,11 +162,11 @@ def test_feedback_needs_the_token(tmp_path: Path) -> None:
 
 def test_the_label_survives_a_restart(tmp_path: Path) -> None:
     db = tmp_path / "rca.db"
-    with _service(db) as (service, client):
-        incident = _incident(client)
+    with served(db) as (service, client):
+        incident = open_incident(client)
         posted = client.post(f"/incidents/{incident}/feedback", json=LABEL).json()
         stored = service.store.label(incident)
-    with _service(db, spans=False) as (service, client):  # a fresh graph: the spans are gone
+    with served(db, spans=False) as (service, client):  # a fresh graph: the spans are gone
         assert client.get(f"/incidents/{incident}/feedback").json() == posted
         (again,), _ = service.store.labelled()
     assert stored is not None and again.label == stored.label
@@ -180,7 +183,7 @@ def test_an_older_database_opens_and_takes_labels(tmp_path: Path) -> None:
     old = IncidentStore.open(f"sqlite:///{db}")
     old.record([Placement(alert("gateway", 0), "inc-old")], [], T0)
     old.close()
-    with _service(db) as (service, client):
+    with served(db) as (service, client):
         assert "labels" in inspect(service.store.engine).get_table_names()
         assert [i.id for i in service.store.incidents(IncidentStatus.OPEN)] == ["inc-old"]
         answer = client.post("/incidents/inc-old/feedback", json=LABEL)
