@@ -6,8 +6,7 @@ on five kinds of other nodes (`Relation`): its ancestors (the candidates that re
 on the way to an alerting node); the uninstrumented callees whose only evidence is the root's own
 client spans; its siblings (called by one of its callers: replicas that take shed load); the
 network nodes of its callees, measured by its own client calls; and the ranks of its
-communicator (nodes with NCCL collectives under a common caller), which wait for it in every
-collective.
+communicator (`NodeEvidence.communicator`), which wait for it in every collective.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
-from rca.evidence import F, NodeEvidence
-from rca.ranking import Fault
+from rca.evidence import NodeEvidence
 
 Index = npt.NDArray[np.int64]
 
@@ -70,12 +68,12 @@ def causal_structure(
     *,
     virtual: npt.NDArray[np.bool_] | None = None,
     network: npt.NDArray[np.bool_] | None = None,
-    collective: npt.NDArray[np.bool_] | None = None,
+    communicator: Index | None = None,
     owner: Index | None = None,
 ) -> CausalStructure:
     """Candidates reachable from `alerting` (all nodes when none is given) over caller → callee
-    `edges`; `virtual` marks uninstrumented nodes, `network` callees' network nodes, `collective`
-    nodes with NCCL signals, `owner` the row of the service owning each node."""
+    `edges`; `virtual` marks uninstrumented nodes, `network` callees' network nodes, `communicator`
+    each NCCL rank's communicator (-1 elsewhere), `owner` the row of the service owning each node."""
     alerting = sorted(set(alerting)) or list(range(n_nodes))
     source = n_nodes  # a super-source calling every alerting node
     rows = np.concatenate([edges[:, 0], np.full(len(alerting), source)])
@@ -97,8 +95,8 @@ def causal_structure(
             services &= ~mask[candidates]
     siblings = (direct.T.astype(np.float32) @ direct.astype(np.float32)) > 0  # [r, i]: a caller calls both
     relation[siblings & services[:, None] & services[None, :]] = Relation.PEER
-    if collective is not None and owner is not None and collective[candidates].any():
-        relation[_communicators(candidates, direct, collective, owner)] = Relation.COLLECTIVE
+    if communicator is not None and owner is not None and (communicator >= 0).any():
+        relation[_communicators(candidates, communicator, owner)] = Relation.COLLECTIVE
     if virtual is not None:
         relation[direct & virtual[candidates][None, :]] = Relation.MEASURED
     if network is not None:
@@ -108,22 +106,14 @@ def causal_structure(
     return CausalStructure(candidates, relation, predecessor)
 
 
-def _communicators(
-    candidates: Index, direct: npt.NDArray[np.bool_], collective: npt.NDArray[np.bool_], owner: Index
-) -> npt.NDArray[np.bool_]:
-    """[r, i]: candidate i is a rank in the communicator of candidate r (or of the worker owning
-    r, such as its GPU): nodes with NCCL signals under a common caller run in lockstep."""
-    mine = collective[candidates]
-    position = np.searchsorted(candidates, owner[candidates])
-    known = (position < candidates.shape[0]) & (
-        candidates[np.minimum(position, len(candidates) - 1)] == owner[candidates]
-    )
-    worker = np.where(known, position, np.arange(candidates.shape[0]))  # each candidate's owning worker
-    shared_caller = (direct[:, mine].T.astype(np.float32) @ direct.astype(np.float32)) > 0  # (collective, R)
-    ranks = np.zeros((candidates.shape[0], candidates.shape[0]), np.bool_)
-    ranks[np.flatnonzero(mine)] = shared_caller & mine[None, :]
-    lockstep = ranks[worker]
-    lockstep[np.arange(candidates.shape[0]), worker] = False
+def _communicators(candidates: Index, communicator: Index, owner: Index) -> npt.NDArray[np.bool_]:
+    """[r, i]: candidate i is a rank in the communicator of candidate r, or of the worker owning r
+    (a rank's GPU), other than r and its owner."""
+    rank_of = communicator[candidates]
+    mine = np.where(rank_of >= 0, rank_of, communicator[owner[candidates]])
+    lockstep: npt.NDArray[np.bool_] = (mine[:, None] == rank_of[None, :]) & (mine[:, None] >= 0)
+    lockstep &= candidates[None, :] != candidates[:, None]
+    lockstep &= candidates[None, :] != owner[candidates][:, None]
     return lockstep
 
 
@@ -136,6 +126,6 @@ def evidence_structure(evidence: NodeEvidence, alert_nodes: Sequence[str]) -> Ca
         [rows[n] for n in alert_nodes if n in rows],
         virtual=evidence.virtual,
         network=evidence.network,
-        collective=~np.isnan(evidence.score[:, F[Fault.NCCL_COMMUNICATION]]),
+        communicator=evidence.communicator,
         owner=evidence.owner,
     )

@@ -20,7 +20,7 @@ from numba import njit
 
 PARAM = "<*>"
 _QUOTED = (re.compile(r'"[^"\n]*"'), re.compile(r"'[^'\n]*'"))
-_PARAM_RUN = re.compile(r"<\*>(?:[,;\s]*<\*>)+")  # a list of any length is one parameter
+_PARAM_RUN = re.compile(r"<\*>(?:[,; \t]*<\*>)+")  # a list of any length is one parameter
 _NEWLINES = str.maketrans({"\n": " ", "\r": " "})
 # Tokens are split at whitespace and at these; '.', ':', '-' and '_' stay inside tokens, so that
 # an address, a time, a version or a UUID is one token.

@@ -165,3 +165,10 @@ def test_without_logs_the_evidence_is_what_spans_alone_give() -> None:
     latency = F[Fault.LATENCY]
     assert np.array_equal(with_logs.score[:, latency], spans_only.score[:, latency], equal_nan=True)
     assert not any(s[F[Fault.CALL_STRUCTURE]].startswith("log.") for s in spans_only.signal)
+
+
+def test_masking_keeps_one_line_per_body_when_values_end_and_start_bodies() -> None:
+    # A body ending in a masked value followed by one starting with a token with a digit: the
+    # list-of-parameters rule must not join them across the line break.
+    masked = mask_bodies(["took 12", "vllm-engine-1 returned 3", "ok"], 2048)
+    assert masked == ["took <*>", "<*> returned <*>", "ok"]

@@ -113,10 +113,12 @@ def test_tensor_parallel_peers_waiting_on_a_slow_rank_point_to_it() -> None:
     nccl, gpu = F[Fault.NCCL_COMMUNICATION], F[Fault.GPU_MEMORY_BANDWIDTH]
     score[1:4, nccl] = [9.0, 3.0, 9.0]
     score[4, gpu] = 15.0
-    collective = np.array([False, True, True, True, False])
+    communicator = np.array([-1, 0, 0, 0, -1])
     owner = np.array([0, 1, 2, 3, 2])
     edges = np.array([[0, 1], [0, 2], [0, 3], [2, 4]])
-    structure = causal_structure(5, edges, [0], collective=collective, owner=owner)
+    structure = causal_structure(5, edges, [0], communicator=communicator, owner=owner)
+    assert structure.relation[4, 1] == structure.relation[4, 3] == Relation.COLLECTIVE
+    assert structure.relation[1, 3] == Relation.COLLECTIVE
     posterior = np.exp(log_posterior(score, structure, HealthParams()))
     assert int(np.argmax(posterior.sum(axis=1))) == 4
     assert int(np.argmax(posterior[4])) == gpu
