@@ -5,7 +5,9 @@ span counts in its own node and operation; a child whose parent lies in another 
 caller → callee edge. Children may arrive before their parents: they wait in `pending` until
 the parent shows up (resolution runs before every read, so acknowledged spans are visible).
 Log records count per node and template at once, and per node-operation once the span they
-name is known: they wait for it as children wait for parents.
+name is known: they wait for it as children wait for parents. GPU compute spans and the NCCL
+collectives beside them (same parent, same rank) wait for each other too (`rca.lockstep`): the
+collectives' overlap share counts as a signal, the compute spans' lockstep wait in `OpSum.WAIT`.
 """
 
 from __future__ import annotations
