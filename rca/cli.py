@@ -44,7 +44,10 @@ def _fit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--sim-scenarios", type=_list_of(str), metavar="A,B", help="simulated scenarios (default: the training set)"
     )
     fit.add_argument(
-        "--sim-seeds", type=_list_of(int), metavar="N,N", help="their seeds (default: the training seeds; '' for none)"
+        "--sim-seeds",
+        type=_list_of(int),
+        metavar="N,N",
+        help="the seeds their plan draws from (default: the training seeds; '' for none: labels alone)",
     )
 
 
