@@ -18,7 +18,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -87,11 +87,18 @@ class HealthParams:
         return xp.asarray(getattr(self, name), dtype=xp.float64)
 
 
+class ParamArrays(Protocol):
+    """What the densities read parameters through: `HealthParams`, or the tensors `models.learning`
+    is fitting (`name` is a `HealthParams` field)."""
+
+    def array(self, name: str, xp: ModuleType = np) -> Any: ...
+
+
 # The densities take numpy arrays (the served posterior) or torch tensors (the Pyro models) alike:
 # `xp` is the array module, and both spell these operations the same way.
 
 
-def log_healthy(score: Any, params: HealthParams, xp: ModuleType = np) -> Any:
+def log_healthy(score: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
     """log density of scores (..., F) under a healthy node."""
     sigma = params.array("healthy_scale", xp)
     tail, mean = params.array("tail_weight", xp), params.array("tail_mean", xp)
@@ -100,7 +107,7 @@ def log_healthy(score: Any, params: HealthParams, xp: ModuleType = np) -> Any:
     return xp.logaddexp(xp.log1p(-tail) + half_normal, xp.log(tail) + exponential)
 
 
-def log_faulty(score: Any, params: HealthParams, loc: Any = None, xp: ModuleType = np) -> Any:
+def log_faulty(score: Any, params: ParamArrays, loc: Any = None, xp: ModuleType = np) -> Any:
     """log density of scores (..., F) of a signal a fault drives (log-normal on score + 1), at the
     root's location unless `loc` says otherwise (a related node's)."""
     loc = params.array("fault_loc", xp) if loc is None else loc
@@ -109,27 +116,37 @@ def log_faulty(score: Any, params: HealthParams, loc: Any = None, xp: ModuleType
     return -xp.log(x) - xp.log(scale) - 0.5 * math.log(2 * math.pi) - 0.5 * ((xp.log(x) - loc) / scale) ** 2
 
 
-def log_mixture_ratio(score: Any, weight: Any, params: HealthParams, loc: Any = None, xp: ModuleType = np) -> Any:
-    """log [(w g + (1 - w) h) / h] per score: what a state with fault weight `w` adds over health."""
+def log_mixture_ratio(score: Any, weight: Any, params: ParamArrays, loc: Any = None, xp: ModuleType = np) -> Any:
+    """log [(w g + (1 - w) h) / h] per score: what a state with fault weight `w` adds over health
+    (exactly 0 where `w` is 0: a state that drives nothing)."""
     log_lr = log_faulty(score, params, loc, xp) - log_healthy(score, params, xp)
     w = xp.clip(weight, 1e-9, 1 - 1e-9)
-    return xp.logaddexp(xp.log(w) + log_lr, xp.log1p(-w))
+    return xp.where(weight > 0, xp.logaddexp(xp.log(w) + log_lr, xp.log1p(-w)), 0.0)
+
+
+def fault_peak(params: ParamArrays, xp: ModuleType = np) -> Any:
+    """Per class, the score at which a root's own likelihood ratio (faulty at `fault_loc` over
+    healthy) peaks, on a grid of `MAX_SCORE / 1200`. Past it the log-normal would call a stronger
+    anomaly less likely a fault, so a root's scores are read as at most this: more anomalous never
+    means less suspect."""
+    return xp.asarray(_cached_peak(params)) if isinstance(params, HealthParams) else _grid_peak(params, xp)
 
 
 @functools.lru_cache(maxsize=8)
-def fault_peak(params: HealthParams) -> npt.NDArray[np.float64]:
-    """Per class, the score at which a root's own likelihood ratio (faulty at `fault_loc` over
-    healthy) peaks. Past it the log-normal would call a stronger anomaly less likely a fault, so a
-    root's scores are read as at most this: more anomalous never means less suspect."""
-    grid = np.linspace(0.0, MAX_SCORE, 1201)[:, None]
-    ratio = log_faulty(grid, params) - log_healthy(grid, params)
-    peak: npt.NDArray[np.float64] = grid[np.argmax(ratio, axis=0), 0]
+def _cached_peak(params: HealthParams) -> npt.NDArray[np.float64]:
+    peak: npt.NDArray[np.float64] = _grid_peak(params, np)
     return peak
 
 
-def root_scores(score: Any, params: HealthParams, xp: ModuleType = np) -> Any:
+def _grid_peak(params: ParamArrays, xp: ModuleType) -> Any:
+    grid = xp.linspace(0.0, MAX_SCORE, 1201, dtype=xp.float64)[:, None]
+    ratio = log_faulty(grid, params, xp=xp) - log_healthy(grid, params, xp)
+    return grid[xp.argmax(ratio, axis=0), 0]
+
+
+def root_scores(score: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
     """A root's scores as its own likelihood reads them: capped at `fault_peak`."""
-    return xp.minimum(score, xp.asarray(fault_peak(params)))
+    return xp.minimum(score, fault_peak(params, xp))
 
 
 def log_prior(valid: Any, xp: ModuleType = np) -> Any:
