@@ -143,7 +143,7 @@ def incident_node_frame(incident: IncidentGraph) -> list[dict[str, Any]]:
         cause = causes.get(name)
         probability = min(1.0, max(0.0, cause.probability)) if cause else 0.0
         role, color = _role(name, cause.rank if cause else None, top_path, incident.alert_nodes)
-        evidence = max(cause.evidence, key=lambda e: e.score) if cause and cause.evidence else None
+        evidence = cause.evidence[0] if cause and cause.evidence else None  # its own class's signal
         rows.append(
             {
                 "id": name,

@@ -111,7 +111,7 @@ class BayesianRanker:
                     rows[order].tolist(),
                     fault[order].tolist(),
                     node_p[order].tolist(),
-                    _evidence(evidence, shown_rows),
+                    _evidence(evidence, shown_rows, fault[order]),
                     structure.paths(shown_rows),
                     strict=True,
                 ),
@@ -161,12 +161,17 @@ def _several_roots(
     )
 
 
-def _evidence(evidence: NodeEvidence, rows: list[int]) -> list[tuple[Evidence, ...]]:
-    """The strongest measured signals of each row, strongest first (finite values only: JSON has
-    no NaN). Selected as arrays, then made into objects in one pass (every candidate has some)."""
+def _evidence(
+    evidence: NodeEvidence, rows: list[int], classes: npt.NDArray[np.int64]
+) -> list[tuple[Evidence, ...]]:
+    """The measured signals of each row: the signal of the row's reported class first, then the
+    strongest others (finite values only: JSON has no NaN). Selected as arrays, then made into
+    objects in one pass (every candidate has some)."""
     score, observed, baseline = evidence.score[rows], evidence.observed[rows], evidence.baseline[rows]
     shown = np.isfinite(score) & np.isfinite(observed) & np.isfinite(baseline)
-    order = np.argsort(np.where(shown, -score, np.inf), axis=1, kind="stable")[:, :EVIDENCE_PER_CAUSE]
+    own = np.arange(score.shape[1])[None, :] == np.asarray(classes)[:, None]
+    key = np.where(shown, np.where(own, -np.inf, -score), np.inf)
+    order = np.argsort(key, axis=1, kind="stable")[:, :EVIDENCE_PER_CAUSE]
     at, column = np.nonzero(np.take_along_axis(shown, order, axis=1))
     column = order[at, column]
     signals = evidence.signal

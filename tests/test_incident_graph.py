@@ -41,6 +41,9 @@ def _incident(scenario: str, rate: float) -> Built:
     return IncidentGraph(causes, alerts, causal_subgraph(window, causes, alerts)), case.truth.node, window
 
 
+GPU_BANDWIDTH_SIGNALS = {"gpu_dram_utilization", "dram_bytes_per_output_token"}
+
+
 @pytest.fixture(scope="module")
 def llm() -> Built:
     return _incident("llm-gpu_memory_bandwidth", 1.0)
@@ -61,7 +64,8 @@ def test_nodes_carry_grafana_fields_and_the_posterior_as_arc(llm: Built) -> None
     (top,) = [n for n in nodes if n["highlighted"]]
     assert top["id"] == truth and top["arc__cause"] > 0.5 and top["color"] == "#f2495c"
     assert top["detail__role"] == "top cause" and top["detail__fault"] == "gpu_memory_bandwidth"
-    assert "gpu_dram_utilization" in top["detail__evidence"] and "%" in top["detail__evidence"]
+    signal, levels = top["detail__evidence"].split(": ", 1)  # the top class's own signal, baseline → observed
+    assert signal in GPU_BANDWIDTH_SIGNALS and " → " in levels
 
 
 def test_causal_path_is_marked_on_its_edges(llm: Built) -> None:
