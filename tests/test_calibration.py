@@ -6,36 +6,57 @@ Training and test cases come from disjoint seeds of the same scenarios, as `benc
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from models.fitting import Case, calibration
-from models.health import HealthParams, load_params
+from models.health import HealthParams, load_params, save_params
 from models.ranker import BayesianRanker
+from models.structure import Relation
 from models.training import training_case
 from rca.simulation import SCENARIOS
 
 SCENARIOS_UNDER_TEST = tuple(s for s in SCENARIOS if s.startswith(("llm-", "boutique-")))
+# Four seeds (~80 cases): fitted on two (~40), the temperature learned in-sample came out
+# overconfident on the held-out seed (mean top-1 probability 0.95 against accuracy 0.71).
+TRAINING, HELD_OUT = (1, 2, 4, 5), 3
 
 
 @pytest.fixture(scope="module")
 def cases() -> dict[int, list[Case]]:
-    return {seed: [training_case(s, seed) for s in SCENARIOS_UNDER_TEST] for seed in (1, 2, 3)}
+    return {seed: [training_case(s, seed) for s in SCENARIOS_UNDER_TEST] for seed in (*TRAINING, HELD_OUT)}
 
 
-def test_fit_learns_parameters_and_keeps_the_estimator_contract(cases: dict[int, list[Case]]) -> None:
-    ranker = BayesianRanker(params=HealthParams())
-    assert not hasattr(ranker, "params_")
-    assert ranker.fit(cases[1] + cases[2]) is ranker
+@pytest.fixture(scope="module")
+def ranker(cases: dict[int, list[Case]]) -> BayesianRanker:
+    """Fitted once on the training seeds (the Pyro fit, `models.learning`)."""
+    unfitted = BayesianRanker(params=HealthParams())
+    assert not hasattr(unfitted, "params_")
+    assert unfitted.fit([case for seed in TRAINING for case in cases[seed]]) is unfitted
+    return unfitted
+
+
+def test_fit_learns_parameters_and_keeps_the_estimator_contract(ranker: BayesianRanker) -> None:
     fitted = ranker.params_
     assert fitted != HealthParams()
     assert 0.25 <= fitted.temperature <= 8.0
     assert all(0.0 < a < 1.0 for row in fitted.activation for a in row)
+    assert all(w == 0.0 for w in fitted.relation_weight[Relation.NONE])
+    assert fitted == load_params_roundtrip(fitted)
 
 
-def test_held_out_top1_probability_tracks_top1_accuracy(cases: dict[int, list[Case]]) -> None:
-    fitted = BayesianRanker(params=HealthParams()).fit(cases[1] + cases[2]).params_
-    held_out = calibration(cases[3], fitted)
+def load_params_roundtrip(params: HealthParams) -> HealthParams:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "params.json"
+        save_params(params, path)
+        return load_params(path)
+
+
+def test_held_out_top1_probability_tracks_top1_accuracy(cases: dict[int, list[Case]], ranker: BayesianRanker) -> None:
+    held_out = calibration(cases[HELD_OUT], ranker.params_)
     assert held_out.cases >= len(SCENARIOS_UNDER_TEST) - 2
     assert held_out.gap <= 0.1, held_out
     assert held_out.top1_accuracy >= 0.6
@@ -44,7 +65,7 @@ def test_held_out_top1_probability_tracks_top1_accuracy(cases: dict[int, list[Ca
 def test_shipped_parameters_rank_the_llm_faults_with_their_class(cases: dict[int, list[Case]]) -> None:
     ranker = BayesianRanker(params=load_params())
     hits, classes = [], []
-    for evidence, alerts, node, fault in cases[3]:
+    for evidence, alerts, node, fault in cases[HELD_OUT]:
         if not any(f in node or node.startswith("gpu:") for f in ("vllm", "gpu:")):
             continue
         top = ranker.causes(evidence, alerts)[0]
