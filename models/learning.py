@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import pyro
 import pyro.distributions as dist
+import scipy.sparse as sp
 import torch
 from pyro.distributions import TorchDistribution
 from pyro.infer import SVI, Trace_ELBO
@@ -37,7 +38,7 @@ from pyro.infer.autoguide import AutoDelta, init_to_value
 from pyro.optim import ClippedAdam
 
 from models.health import HealthParams, log_healthy
-from models.posterior import cause_logits, observed, related_log_ratio, related_pairs, root_log_ratio
+from models.posterior import cause_logits, observed, related_ratio, root_log_ratio
 from models.structure import Relation
 
 HEALTHY_SCALE_MIN, TAIL_MEAN_MIN, FAULT_SCALE_MIN = 0.5, 0.5, 0.3
@@ -52,7 +53,7 @@ class CaseBatch:
     score: torch.Tensor  # (N, F), unmeasured as 0
     mask: torch.Tensor  # (N, F) measured
     case: torch.Tensor  # (N,) the case of each row
-    related: torch.Tensor  # sparse (N, N * relations): `models.posterior.related_pairs`, block-diagonal
+    related: torch.Tensor  # sparse (N, N * relations): sums what each root's related nodes add
     root: torch.Tensor  # (B,) row of each case's true root
     fault: torch.Tensor  # (B,) its class
 
@@ -64,11 +65,15 @@ def case_batch(cases: Sequence[Labelled]) -> CaseBatch:
     scores, masks, rows, columns, roots, faults = [], [], [], [], [], []
     offset = 0
     for score, relation, root, fault in cases:
+        n, n_faults = score.shape
+        if relation.shape != (n, n) or not (0 <= root < n and 0 <= fault < n_faults):
+            raise ValueError(f"a case needs an (R, R) relation, a root in [0, R) and a class in [0, F): R={n}")
         s, mask = observed(score)
         kept = np.flatnonzero(mask.any(axis=1))
         if not mask[root].any():
             continue
-        r, c = related_pairs(relation[np.ix_(kept, kept)])
+        pairs = sp.coo_matrix(relation[np.ix_(kept, kept)])  # row r, column i * relations + kind
+        r, c = pairs.row.astype(np.int64), pairs.col.astype(np.int64) * len(Relation) + pairs.data
         scores.append(s[kept])
         masks.append(mask[kept])
         rows.append(r + offset)
@@ -231,7 +236,7 @@ def health_model(batch: CaseBatch) -> None:
     sites = priors(n_faults, batch.related.shape[1] // n_rows)
     params = compose({name: pyro.sample(name, prior) for name, prior in sites.items()})
     score, mask = batch.score, batch.mask
-    related = related_log_ratio(score, mask, batch.related, params, torch)  # (N,)
+    related = (batch.related @ related_ratio(score, mask, params, torch).reshape(-1, 1))[:, 0]  # (N,)
     own = root_log_ratio(score[batch.root], mask[batch.root], params, torch, capped=False)  # (B, C)
     cases = torch.arange(batch.root.shape[0])
     healthy = (log_healthy(score, params, torch) * mask).sum()

@@ -3,7 +3,8 @@
 Enumerating one root r with class c: r's own scores follow the class's activations, the nodes
 related to r follow their relation's weights, every other node is healthy. Relative to "all
 healthy", the log joint is the root's mixture ratios plus its related nodes' ones, so the whole
-table is one batched density evaluation and one sparse product: O(candidates x related pairs).
+table is one batched density evaluation and a matrix-vector product per relation:
+O(candidates x nodes).
 `models.enumeration` states the same model in Pyro and the tests check the two agree;
 `models.learning` fits the parameters through these same functions (on torch tensors, `xp`).
 """
@@ -15,26 +16,17 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from models.health import HealthParams, ParamArrays, log_mixture_ratio, log_prior, root_scores
 from models.structure import CausalStructure, Relation
 
 Array = npt.NDArray[np.float64]
-Index = npt.NDArray[np.int64]
 
 
 def observed(score: Array) -> tuple[Array, npt.NDArray[np.bool_]]:
     """Scores with NaN (unmeasurable) replaced by 0, and the mask of measured ones."""
     return np.nan_to_num(score), ~np.isnan(score)
-
-
-def related_pairs(relation: npt.NDArray[np.integer[Any]]) -> tuple[Index, Index]:
-    """The nonzero entries of the (R, R * relations) operator that sums, for each root r, what
-    its related nodes add: row r, column i * relations + `relation[r, i]` (NONE adds nothing)."""
-    rows, nodes = np.nonzero(relation != Relation.NONE)
-    return rows.astype(np.int64), nodes.astype(np.int64) * len(Relation) + relation[rows, nodes]
 
 
 def root_log_ratio(score: Any, mask: Any, params: ParamArrays, xp: ModuleType = np, *, capped: bool = True) -> Any:
@@ -45,12 +37,10 @@ def root_log_ratio(score: Any, mask: Any, params: ParamArrays, xp: ModuleType = 
     return (log_mixture_ratio(read[:, None, :], activation[None, :, :], params, xp=xp) * mask[:, None, :]).sum(-1)
 
 
-def related_log_ratio(score: Any, mask: Any, related: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
-    """(R,): what the nodes related to each root add over health; `related` is the operator of
-    `related_pairs` (scipy sparse for numpy, torch sparse for torch)."""
+def related_ratio(score: Any, mask: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
+    """(R, relations): what each node adds over health in each relation to a root (0 for NONE)."""
     weights, locs = params.array("relation_weight", xp), params.array("relation_loc", xp)  # (relations, F)
-    ratio = log_mixture_ratio(score[:, None, :], weights[None], params, locs[None], xp) * mask[:, None, :]
-    return (related @ ratio.sum(-1).reshape(-1, 1))[:, 0]
+    return (log_mixture_ratio(score[:, None, :], weights[None], params, locs[None], xp) * mask[:, None, :]).sum(-1)
 
 
 def cause_logits(root: Any, related: Any, mask: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
@@ -61,10 +51,10 @@ def cause_logits(root: Any, related: Any, mask: Any, params: ParamArrays, xp: Mo
 def log_posterior(score: Array, structure: CausalStructure, params: HealthParams) -> Array:
     """Normalised log posterior, shape (candidates, classes); -inf where a class can't be measured."""
     s, mask = observed(score[structure.candidates])
-    n = s.shape[0]
-    rows, columns = related_pairs(structure.relation)
-    related = sp.csr_matrix((np.ones(rows.shape[0]), (rows, columns)), shape=(n, n * len(Relation)))
-    root = root_log_ratio(s, mask, params)
+    ratio = related_ratio(s, mask, params)
+    related = np.zeros(s.shape[0])
+    for k in range(1, len(Relation)):  # NONE adds nothing
+        related += (structure.relation == k).astype(np.float64) @ ratio[:, k]
     with np.errstate(invalid="ignore"):
-        logits: Array = cause_logits(root, related_log_ratio(s, mask, related, params), mask, params)
+        logits: Array = cause_logits(root_log_ratio(s, mask, params), related, mask, params)
     return logits - float(logsumexp(logits))

@@ -232,3 +232,13 @@ def test_the_same_seed_gives_the_same_fit() -> None:
     first, second = (learn(batch, HealthParams(), steps=40, seed=3) for _ in range(2))
     assert first == second
     assert first != HealthParams()
+
+
+def test_a_malformed_case_is_refused() -> None:
+    score, relation, root, fault = draw_cases(np.random.default_rng(8), known_params(np.full(N_FAULTS, 3.0)), [0])[0]
+    with pytest.raises(ValueError, match="relation"):
+        case_batch([(score, relation[:-1], root, fault)])
+    with pytest.raises(ValueError, match="class"):
+        case_batch([(score, relation, root, N_FAULTS)])
+    with pytest.raises(ValueError, match="measured score"):
+        case_batch([(np.where(np.arange(len(score))[:, None] == root, np.nan, score), relation, root, fault)])
