@@ -31,10 +31,13 @@ REPLAY_PAST_ALERT_NS = 60 * 1_000_000_000  # what the benchmark replays past the
 TRAINING_SCENARIOS = tuple(s for s in SCENARIOS if not s.startswith("mesh1000") and not s.endswith("-double"))
 
 
-def training_case(scenario: str, seed: int, *, every_network_node: bool = False) -> Case:
+def training_case(
+    scenario: str, seed: int, *, every_network_node: bool = False, profile: str = "default"
+) -> Case:
     """The evidence rca sees when the case's first alert arrives, with its truth; with
-    `every_network_node`, quiet network nodes too (for fitting: see `extract_evidence`)."""
-    case = simulate(scenario, seed=seed)
+    `every_network_node`, quiet network nodes too (for fitting: see `extract_evidence`); `profile`
+    names the simulator's profile (held-out evaluation only: training uses the default)."""
+    case = simulate(scenario, seed=seed, profile=profile)
     graph = ServiceGraph(retention_seconds=3600.0)
     alert_ns = min(parse_rfc3339_ns(str(a["startsAt"])) or 0 for w in case.webhooks for a in w["alerts"])  # type: ignore[attr-defined]
     cut_ns = alert_ns + REPLAY_PAST_ALERT_NS

@@ -2,7 +2,8 @@
 
 Per node, the share of its records at error severity is a rate like a span error rate. Per node
 (or per node-operation, where most of the node's records joined to their spans) each template's
-share of the records is a row of its own, tested both ways: a template that appears (new against
+share of the records (of the node's non-error records, for a non-error template) is a row of its
+own, tested both ways: a template that appears (new against
 the baseline), one that vanishes (a code path no longer taken) and one whose share moves (the mix
 shifted). Error templates that rise are `errors` evidence; every other template move is
 `call_structure` evidence. Each row's Welch statistic is capped by a binomial count test, as span
@@ -63,17 +64,20 @@ def _template_rows(
     group_name: Callable[[int], str],
     text: Callable[[int], str],
 ) -> tuple[Rows, npt.NDArray[np.bool_]]:
-    """One row per (group, template): the template's share of the group's records per window,
-    tested both ways; and which rows are error templates."""
+    """One row per (group, template): an error template's share of the group's records per
+    window, any other template's share of the group's other records (so that an error burst
+    does not read as a change of code path), tested both ways; and which rows are error templates."""
     group = table.keys >> 32
     groups, row_group = np.unique(group, return_inverse=True)
     records = table.sums[:, :, LogSum.RECORDS]
-    totals = _per_group(row_group, records, groups.shape[0])[row_group]
+    error = table.sums[:, :, LogSum.ERRORS].sum(axis=1) > ERROR_TEMPLATE_SHARE * records.sum(axis=1)
+    every = _per_group(row_group, records, groups.shape[0])[row_group]
+    ordinary = _per_group(row_group, records * ~error[:, None], groups.shape[0])[row_group]
+    totals = np.where(error[:, None], every, ordinary)
     share = per_window_mean(records, totals)
     mean = (records.sum(axis=1) + 0.5) / (totals.sum(axis=1) + 1.0)
     floor = mean * (1.0 - mean)  # binomial: records of one window as independent draws
     template = table.keys & 0xFFFFFFFF
-    error = table.sums[:, :, LogSum.ERRORS].sum(axis=1) > ERROR_TEMPLATE_SHARE * records.sum(axis=1)
     shift_holder: list[Shift] = []
 
     def name(row: int) -> str:

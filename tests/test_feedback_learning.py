@@ -4,14 +4,17 @@ incidents of the same family ranked with the refit parameters (`rca serve --para
 The family: a datastore of the LLM cluster (uninstrumented: seen only through its callers' client
 spans) starts failing, in the simulator's `shifted` profile (configured unlike the default one the
 shipped parameters were fitted on, as production differs from any simulator). The shipped
-parameters blame the caller whose client spans carry the errors and rank the datastore second or
-third. Responders label four such incidents; four more (other seeds) are held back from the fit.
+parameters fitted before the class-balanced training plan blamed the caller whose client spans
+carry the errors and ranked the datastore second or third; those fitted on it rank it first, less
+surely than a refit on the labels does. Responders label four such incidents; four more (other seeds) are held back from the fit.
 They are ranked by the shipped parameters, by a refit on the labels and a few simulated cases, and
 by a refit on the same simulated cases alone, so that the test fails if the labels are ignored.
 
 Found by experiment (labelled seeds 201-204, held-out 221-228, the same three simulated cases):
-the shipped parameters ranked 0 of 8 held-out truths first, the refit on simulated cases alone 5,
-the refit with the labels 8; mean log-probability of the truth -4.4, -2.0 and -0.04.
+the earlier shipped parameters ranked 0 of 8 held-out truths first, the refit on simulated cases
+alone 5, the refit with the labels 8; mean log-probability of the truth -4.4, -2.0 and -0.04. With
+the parameters shipped now (held-out 221-224): 4 of 4 first at mean log-probability -0.05, the
+refit with the labels 4 of 4 at -0.006, simulated cases alone 2 of 4 at -4.4.
 """
 
 from __future__ import annotations
@@ -136,8 +139,7 @@ def test_labels_teach_the_model_a_family_it_ranked_weakly(tmp_path: Path, capsys
 
     (shipped_first, shipped_log_p), (refit_first, refit_log_p) = _score(shipped), _score(refit)
     simulated_first, simulated_log_p = _score(simulated_only)
-    assert shipped_first < len(held) // 2, "the shipped parameters no longer rank this family weakly"
-    assert refit_first > shipped_first and refit_log_p > shipped_log_p + math.log(4)
+    assert refit_first >= shipped_first and refit_log_p > shipped_log_p
     assert refit_first >= simulated_first and refit_log_p > simulated_log_p + math.log(2)
 
     with _serving(tmp_path / "refit.db", with_labels) as (service, client):  # rca serve --params, end to end
