@@ -6,7 +6,8 @@ spans) starts failing, in the simulator's `shifted` profile (configured unlike t
 shipped parameters were fitted on, as production differs from any simulator). The shipped
 parameters fitted before the class-balanced training plan blamed the caller whose client spans
 carry the errors and ranked the datastore second or third; those fitted on it rank it first, less
-surely than a refit on the labels does. Responders label four such incidents; four more (other seeds) are held back from the fit.
+surely than a refit on the labels does. Responders label four such incidents; four more (other
+seeds) are held back from the fit.
 They are ranked by the shipped parameters, by a refit on the labels and a few simulated cases, and
 by a refit on the same simulated cases alone, so that the test fails if the labels are ignored.
 
