@@ -6,7 +6,8 @@ first alert, its Alertmanager webhooks are POSTed, and the ranking is read from
 `GET /incidents/{id}/causes`. The peers rank the same spans in process, without the logs.
 Metrics follow RCAEval: AC@k is the share of cases whose root-cause service is among the top k
 (ranked services, duplicates dropped), Avg@5 the mean of AC@1..5; fault@1 is the share whose
-top cause has the true fault class (simulated cases only).
+top cause has the true fault class (simulated cases only). Beside them rca's summary has
+`mean_top1_probability`, the mean probability of its top cause, to hold against its AC@1.
 """
 
 from __future__ import annotations
@@ -49,23 +50,29 @@ class _Scores:
     positions: list[int] = field(default_factory=list)
     fault_hits: list[bool] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    probabilities: list[float] = field(default_factory=list)  # top-1 probabilities, rca's only
 
-    def add(self, position: int, seconds: float, fault_hit: bool | None) -> None:
+    def add(self, position: int, seconds: float, fault_hit: bool | None, probability: float | None) -> None:
         self.positions.append(position)
         self.seconds.append(seconds)
         if fault_hit is not None:
             self.fault_hits.append(fault_hit)
+        if probability is not None:
+            self.probabilities.append(probability)
 
     def summary(self) -> dict[str, float | None]:
         n = max(len(self.positions), 1)
         ac = {k: sum(p <= k for p in self.positions) / n for k in range(1, 6)}
-        return {
+        summary = {
             "AC@1": ac[1],
             "AC@3": ac[3],
             "Avg@5": sum(ac.values()) / 5,
             "fault@1": sum(self.fault_hits) / len(self.fault_hits) if self.fault_hits else None,
             "seconds_per_case": sum(self.seconds) / n,
         }
+        if self.probabilities:  # beside the contract's keys: calibration against AC@1
+            summary["mean_top1_probability"] = sum(self.probabilities) / len(self.probabilities)
+        return summary
 
 
 def _position(ranked_services: Sequence[str], truth: str) -> int | None:
@@ -103,7 +110,9 @@ def _replay(export: Callable[..., bytes], export_logs: Callable[..., bytes], cas
     return local
 
 
-def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, float]:
+def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, float, float]:
+    """rca's ranked services, its top cause's class, the seconds its webhooks took and its top
+    cause's probability (0 where it named no cause: a miss it put no confidence in)."""
     began = time.perf_counter()
     incident_id = None
     for webhook in case.webhooks:
@@ -112,9 +121,10 @@ def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, fl
             incident_id = answer["incidents"][0]["id"]
     seconds = time.perf_counter() - began
     if incident_id is None:
-        return [], None, seconds
+        return [], None, seconds, 0.0
     causes = _get(f"{api}/incidents/{incident_id}/causes")["causes"]
-    return [c["service"] for c in causes], (causes[0]["fault"] if causes else None), seconds
+    top_fault, top_probability = (causes[0]["fault"], float(causes[0]["probability"])) if causes else (None, 0.0)
+    return [c["service"] for c in causes], top_fault, seconds, top_probability
 
 
 def run_suite(
@@ -153,9 +163,10 @@ def run_suite(
                 per_case.append(row | {"rank": rank, "top": top})
                 for method in methods:
                     if method == "rca":
-                        ranked, fault, seconds = _rank_with_rca(api, case)
+                        ranked, fault, seconds, probability = _rank_with_rca(api, case)
                         hit = None if case.truth_fault is None else fault == case.truth_fault
                         per_case[-1]["fault"] = fault  # rca's top cause's class
+                        per_case[-1]["probability"] = probability  # and its probability
                     else:
                         began = time.perf_counter()
                         peer = SPAN_PEERS.get(method)
@@ -164,11 +175,11 @@ def run_suite(
                             if peer
                             else PEERS[method](local, case.alert_services, start, end)
                         )
-                        seconds, hit = time.perf_counter() - began, None
+                        seconds, hit, probability = time.perf_counter() - began, None, None
                     position = _position(ranked, case.truth_service)
                     rank[method], top[method] = position, (ranked[0] if ranked else None)
                     for bucket in (scores[method], by_type[(method, case.fault_type)]):
-                        bucket.add(position or MISSING, seconds, hit)
+                        bucket.add(position or MISSING, seconds, hit, probability)
                 for webhook in case.resolved:  # the case's alerts end, as Alertmanager would tell
                     _post(f"{api}/webhooks/alertmanager", webhook)
     finally:
@@ -183,7 +194,7 @@ def _misses(per_case: list[dict[str, Any]]) -> list[str]:
     """One line per case that rca did not place first."""
     return [
         f"- {row['case']} ({row['fault_type']}): truth {row['truth']} at {row['rank']['rca'] or 'none'}, "
-        f"top {row['top']['rca']}"
+        f"top {row['top']['rca']} (p {row['probability']:.2f})"
         for row in per_case
         if "rca" in row["rank"] and row["rank"]["rca"] != 1
     ]
@@ -207,6 +218,10 @@ def _table(report: dict[str, Any], breakdown: dict[str, Any]) -> str:
     lines += ["", "| method / fault type | cases | AC@1 | AC@3 | Avg@5 | fault@1 | s/case |"]
     lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     lines += [row(name, m).replace(f"| {name} |", f"| {name} | {m['cases']} |", 1) for name, m in breakdown.items()]
+    rca = report["methods"].get("rca")
+    if rca and "mean_top1_probability" in rca:
+        p, ac = rca["mean_top1_probability"], rca["AC@1"]
+        lines += ["", f"rca calibration: mean top-1 probability {p:.2f} against AC@1 {ac:.2f} (gap {abs(p - ac):.2f})"]
     return "\n".join(lines)
 
 
@@ -228,5 +243,5 @@ def run_accuracy_benchmark(
     if plot_path:
         from benchmarks.plot import plot_report
 
-        plot_report(report, breakdown, Path(plot_path))
+        plot_report(report, breakdown, Path(plot_path), per_case)
     return 0

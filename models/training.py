@@ -18,7 +18,7 @@ from models.fitting import Case
 from rca.alerts import parse_rfc3339_ns
 from rca.evidence import NETWORK_MIN_SCORE, extract_evidence
 from rca.graph import ServiceGraph
-from rca.simulation import SCENARIOS, simulate
+from rca.simulation import SCENARIOS, Truth, simulate
 from rca.simulation.scenarios import parse
 
 CASES_PER_CLASS = 30
@@ -37,6 +37,14 @@ def training_case(
     """The evidence rca sees when the case's first alert arrives, with its truth; with
     `every_network_node`, quiet network nodes too (for fitting: see `extract_evidence`); `profile`
     names the simulator's profile (held-out evaluation only: training uses the default)."""
+    return simulated_case(scenario, seed, every_network_node=every_network_node, profile=profile)[0]
+
+
+def simulated_case(
+    scenario: str, seed: int, *, every_network_node: bool = False, profile: str = "default"
+) -> tuple[Case, Truth]:
+    """`training_case` with the simulation's whole truth (`Truth.roots`: both roots of an
+    overlapping-fault scenario), for held-out scoring (`benchmarks.heldout`)."""
     case = simulate(scenario, seed=seed, profile=profile)
     graph = ServiceGraph(retention_seconds=3600.0)
     alert_ns = min(parse_rfc3339_ns(str(a["startsAt"])) or 0 for w in case.webhooks for a in w["alerts"])  # type: ignore[attr-defined]
@@ -53,7 +61,7 @@ def training_case(
         history_ns=HISTORY_NS,
         network_min_score=0.0 if every_network_node else NETWORK_MIN_SCORE,
     )
-    return evidence, case.truth.alert_services, case.truth.node, case.truth.fault
+    return (evidence, case.truth.alert_services, case.truth.node, case.truth.fault), case.truth
 
 
 def training_plan(

@@ -23,8 +23,9 @@ def test_smoke_suite_report_has_the_contract_shape_and_rca_leads(tmp_path: Path)
     assert report["suite"] == "smoke" and report["cases"] == len(SMOKE_SCENARIOS)
     assert report["signals"] == "traces+logs"  # the default: spans and log records both sent
     assert set(report["methods"]) == {"rca", "threshold", "pagerank"}
-    for scores in report["methods"].values():
-        assert set(scores) == {"AC@1", "AC@3", "Avg@5", "fault@1", "seconds_per_case"}
+    for method, scores in report["methods"].items():  # the contract's keys; rca's calibration beside them
+        extra = {"mean_top1_probability"} if method == "rca" else set()
+        assert set(scores) == {"AC@1", "AC@3", "Avg@5", "fault@1", "seconds_per_case"} | extra
         assert 0.0 <= scores["AC@1"] <= scores["AC@3"] <= 1.0
     rca = report["methods"]["rca"]
     assert rca["AC@1"] >= 0.7 and rca["fault@1"] >= 0.7  # deterministic cases: held-out seeds
@@ -34,6 +35,9 @@ def test_smoke_suite_report_has_the_contract_shape_and_rca_leads(tmp_path: Path)
     for method, scores in report["methods"].items():  # the per-case places add up to the table
         assert sum(row["rank"][method] == 1 for row in per_case) / len(per_case) == scores["AC@1"]
     assert all(row["top"]["rca"] == row["truth"] for row in per_case if row["rank"]["rca"] == 1)
+    probabilities = [row["probability"] for row in per_case]  # rca's top cause's
+    assert all(0.0 < p <= 1.0 for p in probabilities)
+    assert sum(probabilities) / len(per_case) == pytest.approx(rca["mean_top1_probability"])
 
 
 def test_unknown_suite_or_method_is_a_clear_error(capsys: object) -> None:

@@ -1,0 +1,176 @@
+"""The held-out evaluation in process: `python -m benchmarks.heldout [--profile default|shifted]
+[--seeds 101,102,103] [--scenarios PREFIX] [--params FILE] [--json FILE]`.
+
+Each simulated scenario of the benchmark (`SIM_SCENARIOS`) at each held-out seed is turned into
+the evidence rca sees a minute past its first alert (`models.training.simulated_case`) and ranked
+with the shipped parameters (or `--params`), without the service around it. Scored as `rca
+bench` scores (`benchmarks.accuracy`): AC@k over the ranked services, duplicates dropped; fault@1
+the share whose top cause has a true class; an overlapping-fault (`*-double`) case counts a hit
+where the top cause is either root. Cases are grouped by the true (primary) fault class, and
+each group's mean top-1 probability is set beside its AC@1: calibrated, they agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchmarks.accuracy import _position
+from benchmarks.cases import HELD_OUT_SEEDS, SIM_SCENARIOS
+from models.health import HealthParams, load_params, params_version
+from models.params_file import read_params
+from models.ranker import BayesianRanker
+from models.training import simulated_case
+from rca.ranking import Fault
+from rca.simulation.profiles import PROFILES
+
+SIGNALS_SHOWN = 2  # a miss shows its top cause's strongest signals
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """One case's outcome: where the truth came (None: not ranked) and what came first."""
+
+    case: str
+    fault: str  # the true class (of the primary root)
+    truth: tuple[str, ...]  # the root services: two where faults overlap
+    place: int | None
+    fault_hit: bool  # the top cause has a root's class
+    probability: float  # the top cause's; 0 where nothing was ranked
+    top_node: str | None
+    top_fault: str | None
+    signals: tuple[str, ...]  # the top cause's strongest anomalous signals, strongest first
+
+
+def score_case(ranker: BayesianRanker, scenario: str, seed: int, profile: str = "default") -> Scored:
+    """The case's ranking by `ranker`, scored against every root of its truth."""
+    (evidence, alerts, _, _), truth = simulated_case(scenario, seed, profile=profile)
+    causes = ranker.causes(evidence, alerts)
+    services = [c.service for c in causes]
+    places = [p for p in (_position(services, r.service) for r in truth.roots) if p is not None]
+    suffix = "" if profile == "default" else f"@{profile}"
+    top = causes[0] if causes else None
+    strongest = sorted((e for e in top.evidence if e.score > 0), key=lambda e: -e.score) if top else []
+    return Scored(
+        case=f"{scenario}#{seed}{suffix}",
+        fault=truth.fault,
+        truth=tuple(dict.fromkeys(r.service for r in truth.roots)),
+        place=min(places, default=None),
+        fault_hit=top is not None and top.fault in {r.fault for r in truth.roots},
+        probability=top.probability if top else 0.0,
+        top_node=top.node if top else None,
+        top_fault=str(top.fault) if top else None,
+        signals=tuple(
+            f"{e.signal} {e.observed:.3g} vs {e.baseline:.3g} (score {e.score:.1f})" for e in strongest[:SIGNALS_SHOWN]
+        ),
+    )
+
+
+def evaluate(
+    scenarios: Sequence[str], seeds: Sequence[int], profile: str = "default", params: HealthParams | None = None
+) -> list[Scored]:
+    """Every (seed, scenario) case scored, seed by seed, with `params` (default: the shipped)."""
+    ranker = BayesianRanker(params=params or load_params())
+    return [score_case(ranker, scenario, seed, profile) for seed in seeds for scenario in scenarios]
+
+
+def summary(scored: Sequence[Scored]) -> dict[str, float]:
+    """cases, AC@1, AC@3, fault@1 and the mean top-1 probability of a group of cases."""
+    if not scored:
+        raise ValueError("no cases to summarise")
+    n = len(scored)
+    return {
+        "cases": n,
+        "AC@1": sum(s.place == 1 for s in scored) / n,
+        "AC@3": sum(s.place is not None and s.place <= 3 for s in scored) / n,
+        "fault@1": sum(s.fault_hit for s in scored) / n,
+        "mean_top1_probability": sum(s.probability for s in scored) / n,
+    }
+
+
+def by_class(scored: Sequence[Scored]) -> dict[str, dict[str, float]]:
+    """`summary` per true fault class, in the vocabulary's order, then "all"."""
+    classes = [str(f) for f in Fault if any(s.fault == f for s in scored)]
+    return {c: summary([s for s in scored if s.fault == c]) for c in classes} | {"all": summary(scored)}
+
+
+def report(scored: Sequence[Scored], title: str) -> str:
+    """The per-class table, the calibration line and the misses, as printed."""
+    table = by_class(scored)
+    lines = [
+        title,
+        "",
+        "| class | cases | AC@1 | AC@3 | fault@1 | mean p@1 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, m in table.items():
+        lines.append(
+            f"| {name} | {m['cases']} | {m['AC@1']:.2f} | {m['AC@3']:.2f} | {m['fault@1']:.2f} "
+            f"| {m['mean_top1_probability']:.2f} |"
+        )
+    p, ac = table["all"]["mean_top1_probability"], table["all"]["AC@1"]
+    lines += ["", f"calibration: mean top-1 probability {p:.2f} against AC@1 {ac:.2f} (gap {abs(p - ac):.2f})"]
+    misses = [s for s in scored if s.place != 1]
+    if misses:
+        lines += ["", "misses (place of the truth among the ranked services):"]
+        lines += [
+            f"- {s.case} ({s.fault}): truth {'/'.join(s.truth)} at {s.place or 'none'}; top {s.top_node} "
+            f"({s.top_fault}, p {s.probability:.2f}): {'; '.join(s.signals) or 'no anomalous signal'}"
+            for s in misses
+        ]
+    return "\n".join(lines)
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(s) for s in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must be integers separated by commas, not {text!r}") from None
+    return seeds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.heldout", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", choices=tuple(PROFILES), default="default", help="the simulator's profile")
+    parser.add_argument("--seeds", type=_seeds, default=HELD_OUT_SEEDS, help="comma-separated (default 101,102,103)")
+    parser.add_argument("--scenarios", default="", metavar="PREFIX", help="only the scenarios named so")
+    parser.add_argument("--params", type=Path, help="health parameters (default: the shipped)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the table and every case here")
+    args = parser.parse_args(argv)
+    scenarios = tuple(s for s in SIM_SCENARIOS if s.startswith(args.scenarios))
+    if not scenarios:
+        print(
+            f"heldout: no scenario starts with {args.scenarios!r}; known: {', '.join(SIM_SCENARIOS)}", file=sys.stderr
+        )
+        return 2
+    try:
+        params = read_params(args.params) if args.params else load_params()
+    except ValueError as exc:
+        print(f"heldout: {exc}", file=sys.stderr)
+        return 2
+    scored = evaluate(scenarios, args.seeds, args.profile, params)
+    named = f"{args.params}" if args.params else "shipped"
+    title = (
+        f"held-out evaluation: profile {args.profile}, seeds {','.join(map(str, args.seeds))}, "
+        f"{len(scored)} cases ({len(scenarios)} scenarios), parameters {named} ({params_version(params)})"
+    )
+    print(report(scored, title))
+    if args.json:
+        out = {
+            "profile": args.profile,
+            "seeds": list(args.seeds),
+            "scenarios": list(scenarios),
+            "params": params_version(params),
+            "classes": by_class(scored),
+            "per_case": [asdict(s) for s in scored],
+        }
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
