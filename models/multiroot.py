@@ -37,7 +37,7 @@ from models.structure import Relation
 Array = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]
 
-EXTRA_ROOT_PRIOR = 0.001  # prior probability that an incident has a second, independent root
+EXTRA_ROOT_PRIOR = 0.01  # prior probability that an incident has a second, independent root
 TOP = 8  # single-root (node, class) entries one of the two roots is enumerated over
 
 

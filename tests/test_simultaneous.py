@@ -86,15 +86,16 @@ def test_closed_form_equals_pyro_enumeration(seed: int, params: HealthParams) ->
 
 
 def _two_faulty(erroring: float) -> tuple[np.ndarray, np.ndarray]:
-    """The chain with node 2 slow and node 5 erroring (`erroring`: its error score), all else quiet."""
+    """The chain with node 2 slow and node 5 erroring (`erroring`: its error score), all else quiet;
+    gross faults, since the posterior is tempered (a moderate second fault may not beat its prior)."""
     score, edges = _chain(0)
     score[:, :3] = 0.0
-    score[2, LAT], score[5, ERR] = 20.0, erroring
+    score[2, LAT], score[5, ERR] = 30.0, erroring
     return score, edges
 
 
 def test_two_faulty_nodes_win_over_one_and_are_named_with_their_classes() -> None:
-    score, edges = _two_faulty(erroring=20.0)
+    score, edges = _two_faulty(erroring=30.0)
     structure = causal_structure(7, edges, [0])
     params = load_params()
     compared = compare_roots(score, structure.relation, log_posterior(score, structure, params), params)

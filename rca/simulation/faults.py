@@ -38,14 +38,18 @@ class Variant(StrEnum):
     DOUBLE = "double"  # an unrelated microservice fault overlaps the first
 
 
+STARVED_SHARE = 0.5  # latency faults that starve the process (CPU contention) rather than slow one code path
+
+
 class Mode(StrEnum):
-    """How an LLM fault shows, drawn per case."""
+    """How a fault shows, drawn per case."""
 
     NONE = ""
     COLLECTIVE = "collective"  # nccl: the communicator's transfers run at the slow link's pace
     P2P = "p2p"  # nccl: the rank's point-to-point sends slow
     MISPLACED = "misplaced"  # numa: the process runs on the other socket from its GPU
     SPILLED = "spilled"  # numa: the process's memory spilled to the remote node
+    STARVED = "starved"  # latency: the process is short of CPU, so sending and reading its calls slow too
 
 
 class CallChange(StrEnum):
@@ -141,7 +145,8 @@ def plan_fault(
     instance = int(rng.integers(ct.instances[target])) if variant is Variant.PARTIAL else -1
     size = profile.slowdown.one(rng) if fault is Fault.LATENCY else profile.error_share.one(rng)
     name = ct.services[target]
-    return FaultPlan(fault, name, name, target, inject_ns, end_ns, size, variant, instance)
+    mode = Mode.STARVED if fault is Fault.LATENCY and rng.random() < STARVED_SHARE else Mode.NONE
+    return FaultPlan(fault, name, name, target, inject_ns, end_ns, size, variant, instance, mode=mode)
 
 
 def plan_second_root(

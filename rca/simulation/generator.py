@@ -21,7 +21,7 @@ from rca.simulation.calltree import CallTree, expand, fault_hits
 from rca.simulation.columns import SpanColumns
 from rca.simulation.conditions import Conditions
 from rca.simulation.engines import add_worker_spans, request_signals, sample_engines, worker_span_count
-from rca.simulation.faults import LLM_FAULTS, CallChange, FaultPlan
+from rca.simulation.faults import LLM_FAULTS, CallChange, FaultPlan, Mode
 from rca.simulation.invocations import Attempt, Invocations
 from rca.simulation.topology import CompiledTopology
 from rca.simulation.traffic import Hiccups, Traffic
@@ -99,6 +99,11 @@ def generate_invocations(
     remote = (parent >= 0) & (service != service[np.maximum(parent, 0)])
     net_in = np.where(remote, NETWORK_S * rng.lognormal(0, 0.5, n), 0.0)
     net_out = np.where(remote, NETWORK_S * rng.lognormal(0, 0.5, n), 0.0)
+    for plan, hit in zip(plans, hits, strict=True):  # a starved caller is slow to send and to read its calls
+        if plan.mode is Mode.STARVED:
+            starved = remote & hit[np.maximum(parent, 0)]
+            factor = np.where(starved, plan.magnitude * rng.lognormal(0, 0.2, n), 1.0)
+            net_in, net_out = net_in * factor, net_out * factor
     duration, occupied = _durations(ct, tree, self_s, net_in + net_out, error, rng)
     pre = self_s * rng.uniform(0.15, 0.7, n)
     client_s, server_s = _starts(ct, tree, pre, occupied, net_in)
