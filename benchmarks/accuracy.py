@@ -75,6 +75,12 @@ class _Scores:
         return summary
 
 
+def calibration_line(mean_top1_probability: float, top1_accuracy: float) -> str:
+    """How far the mean top-1 probability sits from top-1 accuracy, as the tables print it."""
+    gap = abs(mean_top1_probability - top1_accuracy)
+    return f"mean top-1 probability {mean_top1_probability:.2f} against AC@1 {top1_accuracy:.2f} (gap {gap:.2f})"
+
+
 def _position(ranked_services: Sequence[str], truth: str) -> int | None:
     """The truth's 1-based place among the ranked services (duplicates dropped), None if absent."""
     unique = list(dict.fromkeys(ranked_services))
@@ -221,7 +227,7 @@ def _table(report: dict[str, Any], breakdown: dict[str, Any]) -> str:
     rca = report["methods"].get("rca")
     if rca and "mean_top1_probability" in rca:
         p, ac = rca["mean_top1_probability"], rca["AC@1"]
-        lines += ["", f"rca calibration: mean top-1 probability {p:.2f} against AC@1 {ac:.2f} (gap {abs(p - ac):.2f})"]
+        lines += ["", f"rca calibration: {calibration_line(p, ac)}"]
     return "\n".join(lines)
 
 

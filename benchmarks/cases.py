@@ -74,12 +74,16 @@ def nezha_webhook(case_id: str, service: str, starts_ns: int, ends_ns: int | Non
     }
 
 
+def case_name(scenario: str, seed: int, profile: str = "default") -> str:
+    """A simulated case's id in reports: `scenario#seed`, with `@profile` unless the default."""
+    return f"{scenario}#{seed}" + ("" if profile == "default" else f"@{profile}")
+
+
 def simulated_cases(
     scenarios: tuple[str, ...], seeds: tuple[int, ...], start_ns: int, logs: bool = True, profile: str = "default"
 ) -> Iterator[BenchCase]:
     """Each (seed, scenario) case of the generator `profile`, one after another in event time."""
     cursor = start_ns
-    suffix = "" if profile == "default" else f"@{profile}"
     for seed in seeds:
         for scenario in scenarios:
             case = simulate(scenario, seed=seed, start_ns=cursor, profile=profile)
@@ -89,7 +93,7 @@ def simulated_cases(
             firing = tuple(w for w in case.webhooks if w.get("status") == "firing")
             resolved = tuple(w for w in case.webhooks if w.get("status") == "resolved")
             yield BenchCase(
-                f"{scenario}#{seed}{suffix}",
+                case_name(scenario, seed, profile),
                 truth.fault,
                 truth.service,
                 truth.fault,

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks.accuracy import _position
-from benchmarks.cases import HELD_OUT_SEEDS, SIM_SCENARIOS
+from benchmarks.accuracy import _position, calibration_line
+from benchmarks.cases import HELD_OUT_SEEDS, SIM_SCENARIOS, case_name
 from models.health import HealthParams, load_params, params_version
 from models.params_file import read_params
 from models.ranker import BayesianRanker
@@ -52,11 +52,10 @@ def score_case(ranker: BayesianRanker, scenario: str, seed: int, profile: str = 
     causes = ranker.causes(evidence, alerts)
     services = [c.service for c in causes]
     places = [p for p in (_position(services, r.service) for r in truth.roots) if p is not None]
-    suffix = "" if profile == "default" else f"@{profile}"
     top = causes[0] if causes else None
     strongest = sorted((e for e in top.evidence if e.score > 0), key=lambda e: -e.score) if top else []
     return Scored(
-        case=f"{scenario}#{seed}{suffix}",
+        case=case_name(scenario, seed, profile),
         fault=truth.fault,
         truth=tuple(dict.fromkeys(r.service for r in truth.roots)),
         place=min(places, default=None),
@@ -113,7 +112,7 @@ def report(scored: Sequence[Scored], title: str) -> str:
             f"| {m['mean_top1_probability']:.2f} |"
         )
     p, ac = table["all"]["mean_top1_probability"], table["all"]["AC@1"]
-    lines += ["", f"calibration: mean top-1 probability {p:.2f} against AC@1 {ac:.2f} (gap {abs(p - ac):.2f})"]
+    lines += ["", f"calibration: {calibration_line(p, ac)}"]
     misses = [s for s in scored if s.place != 1]
     if misses:
         lines += ["", "misses (place of the truth among the ranked services):"]

@@ -27,8 +27,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 
 from ingest.otlp_encode import encode_batch, encode_log_batch
 from rca.alerts import format_rfc3339
+from rca.conventions import PRIORITY_HEADER
 from rca.simulation import SimulatedCase
-from rca.simulation.attributes import PRIORITY_HEADER, SpanAttributes
+from rca.simulation.attributes import SpanAttributes
 
 SPANS_PER_FILE = 250_000
 RECORDS_PER_FILE = 250_000

@@ -6,7 +6,8 @@ log-normal. A node in a given state draws each score from the mixture
 `w * faulty + (1 - w) * healthy`, where `w` is the activation of that signal under the root's
 fault class for the root itself, the weight of the node's relation to the root for the others
 (its callers on the way to the alert, the callees seen only through its client spans, its
-tensor-parallel peers, its callees' network nodes), and 0 for unrelated nodes.
+siblings, its callees' network nodes, the ranks of its NCCL communicator), and 0 for unrelated
+nodes.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from models.structure import Relation
 from rca.evidence import MAX_SCORE, N_FAULTS, F
 from rca.ranking import Fault
 
-N_RELATIONS = 6  # `models.structure.Relation`: none, ancestor, measured, peer, network, collective
+N_RELATIONS = len(Relation)
 LLM_FAULTS = (
     Fault.GPU_MEMORY_BANDWIDTH,
     Fault.KV_CACHE_FRAGMENTATION,
@@ -51,8 +53,8 @@ def _default_activation() -> list[list[float]]:
 
 def _default_relations() -> list[list[float]]:
     """How often a node related to the root (`models.structure.Relation`: none, ancestor,
-    measured callee, tensor-parallel peer, callee's network) shows signal f because of the root's
-    fault."""
+    measured callee, sibling, callee's network, communicator rank) shows signal f because of the
+    root's fault."""
     none, ancestor, measured, peer, network, collective = [0.0] * N_FAULTS, *([0.01] * N_FAULTS for _ in range(5))
     ancestor[F[Fault.LATENCY]], ancestor[F[Fault.ERRORS]], ancestor[F[Fault.CALL_STRUCTURE]] = 0.1, 0.5, 0.3
     measured[F[Fault.LATENCY]], measured[F[Fault.ERRORS]] = 0.3, 0.9

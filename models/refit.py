@@ -121,11 +121,9 @@ def run_fit(
         for incident, reason in unreadable.items():
             log.warning("the label of incident %s is left out: %s", incident, reason)
         log.info("%d labelled incidents; simulating the training cases", len(labelled))
-        if scenarios is None and seeds is None:
-            simulated = training_cases()
-        else:
-            chosen = TRAINING_SCENARIOS if scenarios is None else scenarios
-            simulated = training_cases(chosen, TRAINING_SEEDS if seeds is None else seeds)
+        simulated = training_cases(
+            TRAINING_SCENARIOS if scenarios is None else scenarios, TRAINING_SEEDS if seeds is None else seeds
+        )
         params, summary = fit_labelled(labelled, simulated, load_params())
         summary = replace(summary, unreadable=len(unreadable))
         _write(params, out)

@@ -93,7 +93,7 @@ def causal_structure(
     for mask in (virtual, network):
         if mask is not None:
             services &= ~mask[candidates]
-    siblings = (direct.T.astype(np.float32) @ direct.astype(np.float32)) > 0  # [r, i]: a caller calls both
+    siblings = (inner.T @ inner).toarray() > 0  # [r, i]: a caller calls both (sparse: edges are few)
     relation[siblings & services[:, None] & services[None, :]] = Relation.PEER
     if communicator is not None and owner is not None and (communicator >= 0).any():
         relation[_communicators(candidates, communicator, owner)] = Relation.COLLECTIVE

@@ -303,7 +303,7 @@ def communicators(x: Extractor, present: Index, pairs: Index) -> Index:
     (a rank's GPU reaches its communicator through its owner)."""
     table = x.series.signals
     out = np.full(present.shape[0], -1, np.int64)
-    ranks = np.unique(table.keys[(table.keys & 0xFF) == Signal.NCCL_LATENCY] >> 8)
+    ranks, _ = _by_signal(table, Signal.NCCL_LATENCY)
     rank_rows, known = find_sorted(present, ranks)
     if not known.any():
         return out

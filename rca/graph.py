@@ -415,11 +415,10 @@ class ServiceGraph:
         shared = found.collective_window >= oldest
         node, window = found.collective_node[shared], found.collective_window[shared]
         self._count_values(window, (node << 8) | Signal.NCCL_OVERLAP, found.overlap_share[shared])
-        gpu = found.compute_gpu_nodeop >= 0
-        nodeop = np.concatenate([found.compute_nodeop, found.compute_gpu_nodeop[gpu]])
-        window = np.concatenate([found.compute_window, found.compute_window[gpu]])
+        nodeop = np.concatenate([found.compute_nodeop, found.compute_gpu_nodeop])  # compute spans ran on a GPU
+        window = np.tile(found.compute_window, 2)
         sums = np.zeros((nodeop.shape[0], len(OpSum)))
-        sums[:, OpSum.WAIT] = np.concatenate([found.wait_s, found.wait_s[gpu]])
+        sums[:, OpSum.WAIT] = np.tile(found.wait_s, 2)
         kept = np.flatnonzero(window >= oldest)
         for aggregate, index in self._by_window(window[kept]):
             aggregate.ops.add(nodeop, sums, None, kept[index])

@@ -65,8 +65,7 @@ def _columns(spans: _Spans) -> tuple[npt.NDArray[Any], ...]:
 @dataclass(frozen=True, slots=True)
 class LockstepMatch:
     """What one `match` found. Collectives: node, window and overlap share of each matched one.
-    Compute spans: node-operations (its own and its GPU's, -1 where none), window and the wait
-    added to each."""
+    Compute spans: node-operations (its own and its GPU's), window and the wait added to each."""
 
     collective_node: I64
     collective_window: I64
@@ -118,6 +117,7 @@ class Lockstep:
         self.pending_windows = pending_windows
         self._collectives: list[_Spans] = []
         self._compute: list[_Spans] = []
+        self._added = False  # spans arrived since the last match: only then can a new pair form
 
     def add(
         self,
@@ -142,13 +142,17 @@ class Lockstep:
                 kind.append(
                     _Spans(parent[mask], node[mask], start_ns[mask], end_ns[mask], window[mask], own, gpu, np.zeros(n))
                 )
+                self._added = True
 
     def match(self, newest_window: int) -> LockstepMatch | None:
         """Pairs waiting collectives with their compute siblings; drops spans waited too long
-        (older than `pending_windows` before `newest_window`). None when no collective waits."""
-        if not self._collectives:
+        (older than `pending_windows` before `newest_window`). None when no collective waits or
+        no span arrived since the last match (the spans still waiting can't pair anew)."""
+        if not self._collectives or not self._added:
+            self._collectives = self._fresh(self._collectives, newest_window)
             self._compute = self._fresh(self._compute, newest_window)
             return None
+        self._added = False
         c = _Spans.concat(self._collectives)
         g = _Spans.concat(self._compute) if self._compute else _empty()
         c_order, g_order = np.lexsort((c.node, c.parent)), np.lexsort((g.node, g.parent))

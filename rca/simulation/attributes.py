@@ -11,8 +11,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import numpy.typing as npt
 
-PRIORITY_LEVEL = "gen_ai.request.priority"
-PRIORITY_HEADER = "http.request.header.x-priority"
+from rca.conventions import PRIORITY_HEADER, PRIORITY_LEVEL
+
 _TOKEN_NAMES = {
     "gen_ai.usage.input_tokens": "gen_ai.usage.prompt_tokens",
     "gen_ai.usage.output_tokens": "gen_ai.usage.completion_tokens",

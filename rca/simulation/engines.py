@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from rca.conventions import NCCL_PREFIX
 from rca.simulation.attributes import NcclSpans
 from rca.simulation.columns import SpanColumns
 from rca.simulation.conditions import Conditions
@@ -21,7 +22,6 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
 
-NCCL_PREFIX = "nccl:"
 NCCL_OPS = ("AllReduce", "Send")
 
 
@@ -78,7 +78,7 @@ def add_worker_spans(
 ) -> NcclSpans:
     """Every rank's spans under its replica's `llm_request` spans (`start_ns`, `trace`, `span_id`
     per invocation); `ids` are fresh span ids, as many as the worker spans. Returns the NCCL
-    spans' communicator (`COMM_IDS` order: the topology's engines), op (`NCCL_OPS`) and ranks; a
+    spans' communicator (in the order of the topology's engines), op (`NCCL_OPS`) and ranks; a
     rank sends to its ring neighbour."""
     used = 0
     nccl: list[NcclSpans] = []

@@ -114,6 +114,11 @@ def _is_leaf(ct: CompiledTopology, service: int) -> bool:
     return all(not ct.is_remote(np.full(len(ct.calls[o]), o), ct.calls[o][:, 0].astype(np.int64)).any() for o in ops)
 
 
+def _size(profile: Profile, fault: Fault, rng: np.random.Generator) -> float:
+    """A latency fault's slowdown or an errors fault's failing share, drawn from the profile."""
+    return profile.slowdown.one(rng) if fault is Fault.LATENCY else profile.error_share.one(rng)
+
+
 def plan_fault(
     ct: CompiledTopology,
     fault: Fault,
@@ -143,7 +148,7 @@ def plan_fault(
         return _call_structure(ct, candidates, variant, inject_ns, end_ns, rng, profile.call_share.one(rng))
     target = _by_depth(ct, candidates, rng)
     instance = int(rng.integers(ct.instances[target])) if variant is Variant.PARTIAL else -1
-    size = profile.slowdown.one(rng) if fault is Fault.LATENCY else profile.error_share.one(rng)
+    size = _size(profile, fault, rng)
     name = ct.services[target]
     mode = Mode.STARVED if fault is Fault.LATENCY and rng.random() < STARVED_SHARE else Mode.NONE
     return FaultPlan(fault, name, name, target, inject_ns, end_ns, size, variant, instance, mode=mode)
@@ -162,7 +167,7 @@ def plan_second_root(
     candidates = [c for c in _eligible(ct, min_visits) if c not in skip]
     target = _by_depth(ct, candidates, rng)
     fault = Fault.LATENCY if rng.random() < 0.5 else Fault.ERRORS
-    size = profile.slowdown.one(rng) if fault is Fault.LATENCY else profile.error_share.one(rng)
+    size = _size(profile, fault, rng)
     name = ct.services[target]
     return FaultPlan(fault, name, name, target, inject, end, size)
 
@@ -221,7 +226,7 @@ def _datastore(
     if fault not in (Fault.LATENCY, Fault.ERRORS) or not stores:
         raise ValueError(f"no datastore {fault} on {ct.topology.name}")
     peer = stores[int(rng.integers(len(stores)))]
-    size = profile.slowdown.one(rng) if fault is Fault.LATENCY else profile.error_share.one(rng)
+    size = _size(profile, fault, rng)
     return FaultPlan(fault, peer, peer, -1, inject_ns, end_ns, size, Variant.DATASTORE, peer=peer)
 
 

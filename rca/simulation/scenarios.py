@@ -15,7 +15,7 @@ from rca.simulation.case import Root, SimulatedCase, Truth
 from rca.simulation.columns import chunks
 from rca.simulation.conditions import Conditions
 from rca.simulation.engines import NCCL_OPS
-from rca.simulation.faults import LLM_FAULTS, Variant, plan_fault, plan_second_root
+from rca.simulation.faults import LLM_FAULTS, SECOND, Variant, plan_fault, plan_second_root
 from rca.simulation.generator import generate_invocations
 from rca.simulation.logs import log_chunks, write_logs
 from rca.simulation.mesh import mesh
@@ -24,7 +24,7 @@ from rca.simulation.topologies import LlmLayout, boutique, llm
 from rca.simulation.topology import CompiledTopology
 from rca.simulation.traffic import Hiccups, Traffic
 
-BATCH_SECONDS = 5.0
+BATCHSECONDS = 5.0
 ANCHOR_NS = 1_767_571_200 * 1_000_000_000  # 2026-01-05T00:00:00Z
 _ANCHOR_SPREAD_S = 30 * 86_400
 _RECOVERY_S = 120  # traffic after the fault, for the resolved notifications
@@ -47,7 +47,6 @@ SCENARIOS: tuple[str, ...] = tuple(
     for topology in TOPOLOGIES
     for name in (*_GENERIC, *(sorted(LLM_FAULTS) if topology == "llm" else ()), *_EXTRA.get(topology, ()))
 )
-_SECOND = 1_000_000_000
 
 
 @cache
@@ -98,8 +97,8 @@ def _traffic(start: int, stop: int, rate: float, profile: Profile, rng: np.rando
     )
     if rng.random() >= profile.burst_chance:
         return traffic
-    begin = int(rng.uniform(start / _SECOND + 60, stop / _SECOND - 180)) * _SECOND
-    end = begin + int(rng.uniform(60, 180)) * _SECOND
+    begin = int(rng.uniform(start / SECOND + 60, stop / SECOND - 180)) * SECOND
+    end = begin + int(rng.uniform(60, 180)) * SECOND
     return replace(traffic, burst_start_ns=begin, burst_end_ns=end, burst_factor=float(rng.uniform(1.2, 2.0)))
 
 
@@ -121,9 +120,9 @@ def simulate(
     layout = draw_layout(drawn, rng) if topology == "llm" else None
     ct = compiled(topology, layout, drawn.mesh_variant if topology.startswith("mesh") else 0)
     start = default_start_ns(seed) if start_ns is None else start_ns
-    inject = start + int(rng.uniform(330, 390)) * _SECOND
-    end = inject + int(rng.uniform(210, 270)) * _SECOND
-    stop = end + _RECOVERY_S * _SECOND
+    inject = start + int(rng.uniform(330, 390)) * SECOND
+    end = inject + int(rng.uniform(210, 270)) * SECOND
+    stop = end + _RECOVERY_S * SECOND
     plan = plan_fault(ct, fault, variant, inject, end, rng, drawn)
     plans = (plan, plan_second_root(ct, plan, stop, rng, drawn)) if variant is Variant.DOUBLE else (plan,)
     requests = ct.topology.default_rate * drawn.rate_scale.one(rng) if rate is None else rate
@@ -161,8 +160,8 @@ def simulate(
     )
     return SimulatedCase(
         truth=truth,
-        batches=chunks(batch, start, BATCH_SECONDS),
-        logs=log_chunks(logs, start, BATCH_SECONDS),
+        batches=chunks(batch, start, BATCHSECONDS),
+        logs=log_chunks(logs, start, BATCHSECONDS),
         webhooks=tuple(n.body for n in sent),
         webhook_times_ns=tuple(n.sent_ns for n in sent),
         attributes=attributes,
