@@ -2,8 +2,9 @@
 
 Latencies are histograms observed as the work happens (decode at the receivers' `SpanSink`,
 inference where the incident service ranks); everything else is read from the core objects
-at scrape time, so nothing is counted twice: the sink's span, log record and request counts,
-the ingest queue depth, the graph's pending/orphaned/late spans, its log records and templates,
+at scrape time, so nothing is counted twice: the sink's span, log record, data point and request
+counts, the ingest queue depth, the graph's pending/orphaned/late spans, its log records and
+templates, its data points (those of metrics its table does not map, by metric name),
 incidents by status, and the posterior of the open incidents' top causes with a health gauge
 per service. `rca_model_info` names the model and the version of its parameters.
 """
@@ -71,8 +72,11 @@ class _StateCollector:
 
     def collect(self) -> Iterator[Metric]:
         yield from self._ingest()
-        graph_counts, services = self.ingestor.read(lambda g: (g.counts(), _services(g)))
+        graph_counts, services, unknown = self.ingestor.read(
+            lambda g: (g.counts(), _services(g), dict(g.measures.unknown))
+        )
         yield from self._graph(graph_counts)
+        yield from self._metric_points(graph_counts, unknown)
         if self.store is not None:
             try:
                 incidents = list(self._incidents(self.store, services))
@@ -100,8 +104,18 @@ class _StateCollector:
         yield _by_reason(
             "rca_log_records_dropped", "Accepted log records not kept (the client was told to retry).", logs.dropped
         )
+        points = self.sink.metric_counts()
+        yield CounterMetricFamily(
+            "rca_data_points_received", "Metric data points accepted by the OTLP receivers.", value=points.received
+        )
+        yield _by_reason(
+            "rca_data_points_rejected", "Data points refused one by one (OTLP partial success).", points.rejected
+        )
+        yield _by_reason(
+            "rca_data_points_dropped", "Accepted data points not kept (the client was told to retry).", points.dropped
+        )
         yield GaugeMetricFamily(
-            "rca_ingest_queue_depth", "Span and log batches waiting for the graph writer.", self.ingestor.depth
+            "rca_ingest_queue_depth", "Span, log and metric batches waiting for the graph writer.", self.ingestor.depth
         )
 
     @staticmethod
@@ -123,6 +137,27 @@ class _StateCollector:
             value=counts.logs_outside_retention,
         )
         yield GaugeMetricFamily("rca_log_templates", "Log templates the template miner holds.", counts.log_templates)
+
+    @staticmethod
+    def _metric_points(counts: IngestCounts, unknown: Mapping[str, int]) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "rca_graph_data_points",
+            "Data points of mapped metrics added to the service graph.",
+            value=counts.metric_points,
+        )
+        yield CounterMetricFamily(
+            "rca_graph_late_data_points",
+            "Data points older than the retention when they arrived.",
+            value=counts.metrics_outside_retention,
+        )
+        family = CounterMetricFamily(
+            "rca_unmapped_data_points",
+            "Data points of metrics the metric table does not map (kept out of the evidence), by metric name.",
+            labels=["metric"],
+        )
+        for name, value in sorted(unknown.items()):
+            family.add_metric([name], value)
+        yield family
 
     @staticmethod
     def _incidents(store: IncidentStore, services: list[str]) -> Iterator[Metric]:

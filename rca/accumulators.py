@@ -145,6 +145,7 @@ class WindowAggregate:
     signals: KeyedTable
     logs: KeyedTable  # key: node << 32 | template; every record of the node
     log_ops: KeyedTable  # key: node-operation << 32 | template; the records joined to their span
+    metrics: KeyedTable  # key: node << 16 | measure (`rca.metric_measures`); columns SignalSum
 
     @staticmethod
     def new() -> WindowAggregate:
@@ -154,10 +155,11 @@ class WindowAggregate:
             KeyedTable(len(SignalSum)),
             KeyedTable(len(LogSum), histogram=False),
             KeyedTable(len(LogSum), histogram=False),
+            KeyedTable(len(SignalSum), histogram=False),
         )
 
     def tables(self) -> tuple[KeyedTable, ...]:
-        return (self.ops, self.edges, self.signals, self.logs, self.log_ops)
+        return (self.ops, self.edges, self.signals, self.logs, self.log_ops, self.metrics)
 
     def merge(self, other: WindowAggregate) -> None:
         for mine, theirs in zip(self.tables(), other.tables(), strict=True):

@@ -4,10 +4,11 @@ For every node the window's series are split at the row's own change point (`rca
 and scored as one-sided shifts: self time (latency; calls to uninstrumented callees are moved
 from the caller's self time to the virtual callee, and client calls' self time, time on the wire,
 to a network node per callee), error rate (also tested as binomial counts), call structure
-(downstream calls per call of each operation, either way), and the section 6 LLM-serving signals
-(`rca.evidence_llm`). A node's score for a class is its strongest row, less the expected maximum of
-that many null statistics, gated by the contract's thresholds where it names them. Unmeasurable
-classes are NaN.
+(downstream calls per call of each operation, either way), the section 6 LLM-serving signals
+(`rca.evidence_llm`), the log rows (`rca.evidence_logs`) and the mapped metrics' rows
+(`rca.evidence_metrics`). A node's score for a class is its strongest row, less the expected
+maximum of that many null statistics, gated by the contract's thresholds where it names them.
+Unmeasurable classes are NaN.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rca.accumulators import EdgeSum, OpSum
 from rca.changepoint import Shift, mean_shift
 from rca.evidence_llm import Part, communicators, llm_rows
 from rca.evidence_logs import log_rows
+from rca.evidence_metrics import metric_rows
 from rca.evidence_rows import Labels, Rows, binomial_score, find_sorted, merge_rows, per_window_mean
 from rca.graph import NodeKind, ServiceGraph
 from rca.ranking import Fault
@@ -68,6 +70,7 @@ class _Extractor:
     def __init__(self, graph: ServiceGraph, series: WindowSeries, first: int) -> None:
         self.names = graph.names
         self.templates = graph.templates
+        self.measures = graph.measures
         self.series = series
         self.first = first
         self.last = series.windows - MIN_BASELINE_WINDOWS
@@ -214,12 +217,16 @@ def _class_rows(x: _Extractor) -> dict[Fault, tuple[Rows, bool]]:
     llm = llm_rows(x)
     latency, errors = x.latency_and_errors(llm.latency)
     logs = log_rows(x, x.series.logs, x.series.log_ops, x.names.nodes.__getitem__, x.templates.text)
-    return {
+    rows = {
         Fault.LATENCY: (latency, True),
         Fault.ERRORS: (merge_rows(errors, logs.errors), True),
         Fault.CALL_STRUCTURE: (merge_rows(x.call_structure(), logs.call_structure), True),
         **{fault: (rows, False) for fault, rows in llm.classes.items()},
     }
+    for fault, more in metric_rows(x, x.measures.table, x.measures.measures).items():
+        r, allowance = rows[fault]
+        rows[fault] = (merge_rows(r, more), allowance)
+    return rows
 
 
 def extract_evidence(

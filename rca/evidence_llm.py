@@ -26,6 +26,7 @@ from rca.accumulators import OpSum, SignalSum
 from rca.changepoint import Shift
 from rca.evidence_rows import Array, Index, Labels, Rows, find_sorted, merge_rows, per_window_mean
 from rca.graph import Names, NodeKind
+from rca.metrics import GPU_PREFIX
 from rca.ranking import Fault
 from rca.series import Table, WindowSeries
 from rca.spans import Signal
@@ -72,7 +73,7 @@ def _share(level: Array, healthy: float, faulty: float) -> Array:
     return np.clip((level - healthy) / (faulty - healthy), 0.0, 1.0)
 
 
-def _gate(rows: Rows, healthy: float, faulty: float) -> None:
+def gate(rows: Rows, healthy: float, faulty: float) -> None:
     """Scales scores by `_share` of the observed level."""
     rows.score = np.maximum(rows.score, 0.0) * _share(rows.shift.observed, healthy, faulty)
 
@@ -113,15 +114,25 @@ def _within(sums: Array) -> tuple[Array, Array]:
     return mean, np.nan_to_num(scatter / np.maximum(count.sum(axis=1) - 1.0, 1.0))
 
 
-def _signal_rows(x: Extractor, signal: Signal, direction: int) -> Rows:
-    """Per node, the window means of one signal; the noise floor is its within-window variance."""
-    nodes, s = _by_signal(x.series.signals, signal)
-    count = s[:, :, SignalSum.COUNT]
-    mean, within = _within(s)
+def level_rows(x: Extractor, nodes: Index, sums: Array, labels: Labels, direction: int) -> Rows:
+    """Per row, the window means of observed levels (`sums`: rows, windows, SignalSum) scored
+    for a shift in `direction` (0: either way); the noise floor is the within-window variance,
+    at least `RELATIVE_FLOOR` of the level."""
+    count = sums[:, :, SignalSum.COUNT]
+    mean, within = _within(sums)
     scale = np.nanmean(np.abs(mean), axis=1) if mean.shape[0] else np.zeros(0)
     floor = np.maximum(within, (RELATIVE_FLOOR * np.nan_to_num(scale)) ** 2 + 1e-18)[:, None]
-    rows = x.rows([(nodes, mean, count, _label(signal.name.lower(), nodes.shape[0]))], direction, floor)
+    rows = x.rows([(nodes, mean, count, labels)], direction, floor)
+    if direction == 0:
+        rows.score = np.abs(rows.score)
+        return rows
     return _towards(rows, direction)
+
+
+def _signal_rows(x: Extractor, signal: Signal, direction: int) -> Rows:
+    """Per node, the window means of one signal."""
+    nodes, s = _by_signal(x.series.signals, signal)
+    return level_rows(x, nodes, s, _label(signal.name.lower(), nodes.shape[0]), direction)
 
 
 def _inversion(x: Extractor) -> Rows:
@@ -262,19 +273,19 @@ def llm_rows(x: Extractor) -> LlmRows:
     if table.keys.shape[0] == 0:
         return LlmRows([], {fault: x.rows([], 1, 0.0) for fault in LLM_CLASSES})
     bandwidth = _signal_rows(x, Signal.GPU_DRAM_UTILIZATION, 1)
-    _gate(bandwidth, 0.75, 0.9)
+    gate(bandwidth, 0.75, 0.9)
     allocation = _signal_rows(x, Signal.KV_BLOCK_ALLOCATION_RATE, -1)
     l2 = _gpu_signal_per_token(x, Signal.GPU_L2_SECTORS, "l2_sectors_per_output_token")
     loaded = tuple(_where_allocation_low(r, allocation) for r in (l2, _signal_rows(x, Signal.KV_USAGE, 1)))
-    _gate(allocation, 0.95, 0.7)
+    gate(allocation, 0.95, 0.7)
     block = _signal_rows(x, Signal.KV_AVG_BLOCK_SIZE, -1)
-    _gate(block, 128 * 1024.0, 32 * 1024.0)
+    gate(block, 128 * 1024.0, 32 * 1024.0)
     queue = _inversion(x)
-    _gate(queue, 0.0, QUEUE_RESOLUTION_S)
+    gate(queue, 0.0, QUEUE_RESOLUTION_S)
     p2p = _signal_rows(x, Signal.NCCL_P2P_LATENCY, 1)
-    _gate(p2p, 8e-6, 15e-6)  # contract: Send normally < 8 µs, > 15 µs is contention
+    gate(p2p, 8e-6, 15e-6)  # contract: Send normally < 8 µs, > 15 µs is contention
     remote = _signal_rows(x, Signal.NUMA_REMOTE_RATIO, 1)
-    _gate(remote, 0.1, 0.15)
+    gate(remote, 0.1, 0.15)
     collective = _signal_rows(x, Signal.NCCL_LATENCY, 1)  # the rank's wait in collectives
     overlap = _signal_rows(x, Signal.NCCL_OVERLAP, -1)
     dram = _gpu_signal_per_token(x, Signal.GPU_DRAM_BYTES, "dram_bytes_per_output_token")
@@ -299,22 +310,39 @@ def _merge(rows: tuple[Rows, ...]) -> Rows:
 
 def communicators(x: Extractor, present: Index, pairs: Index) -> Index:
     """Per node of `present` (graph node ids, ascending), its NCCL communicator numbered from 0:
-    ranks (nodes with collectives) called by a common caller, transitively; -1 for other nodes
-    (a rank's GPU reaches its communicator through its owner)."""
+    ranks (nodes with collectives) called by a common caller, transitively, and the GPUs of one
+    engine that no rank owns (seen only in metrics: they run one model in lockstep); -1 for
+    other nodes (a rank's GPU reaches its communicator through its owner)."""
     table = x.series.signals
     out = np.full(present.shape[0], -1, np.int64)
     ranks, _ = _by_signal(table, Signal.NCCL_LATENCY)
     rank_rows, known = find_sorted(present, ranks)
-    if not known.any():
-        return out
     is_rank = np.zeros(present.shape[0], np.bool_)
     is_rank[rank_rows[known]] = True
-    at, found = find_sorted(present, pairs.reshape(-1))
-    ends = at.reshape(-1, 2)
-    link = ends[found.reshape(-1, 2).all(axis=1) & is_rank[ends[:, 1]] & (ends[:, 0] != ends[:, 1])]
-    n = present.shape[0]
-    adjacency = csr_matrix((np.ones(link.shape[0]), (link[:, 0], link[:, 1])), shape=(n, n))
-    _, component = connected_components(adjacency, directed=False)
-    _, number = np.unique(component[is_rank], return_inverse=True)
-    out[is_rank] = number
+    if is_rank.any():
+        at, found = find_sorted(present, pairs.reshape(-1))
+        ends = at.reshape(-1, 2)
+        link = ends[found.reshape(-1, 2).all(axis=1) & is_rank[ends[:, 1]] & (ends[:, 0] != ends[:, 1])]
+        n = present.shape[0]
+        adjacency = csr_matrix((np.ones(link.shape[0]), (link[:, 0], link[:, 1])), shape=(n, n))
+        _, component = connected_components(adjacency, directed=False)
+        _, number = np.unique(component[is_rank], return_inverse=True)
+        out[is_rank] = number
+    names = x.names
+    graph_node = present < len(names.nodes)  # the others are callees' network nodes
+    owner = np.where(graph_node, np.asarray(names.owners, np.int64)[np.where(graph_node, present, 0)], present)
+    gpu = np.fromiter(
+        (
+            inside and names.kinds[i] is NodeKind.RESOURCE and names.nodes[i].startswith(GPU_PREFIX)
+            for i, inside in zip(present.tolist(), graph_node.tolist(), strict=True)
+        ),
+        np.bool_,
+        present.shape[0],
+    )
+    unranked = gpu & (owner != present) & ~np.isin(owner, present[is_rank])
+    engines, group, size = np.unique(owner[unranked], return_inverse=True, return_counts=True)
+    if engines.shape[0]:
+        shared = size[group] > 1
+        rows = np.flatnonzero(unranked)[shared]
+        out[rows] = out.max() + 1 + np.unique(group[shared], return_inverse=True)[1]
     return out

@@ -28,6 +28,9 @@ from rca.intindex import IntIndex
 from rca.lockstep import Lockstep
 from rca.logs import LogBatch
 from rca.logtemplates import TemplateMiner
+from rca.metric_measures import MetricMeasures
+from rca.metric_table import MetricTable
+from rca.metrics import PLACED_GPU, PLACED_SERVICE, MetricBatch
 from rca.spanindex import SpanIndex
 from rca.spans import Signal, SpanBatch
 
@@ -54,6 +57,9 @@ class IngestCounts:
     log_records: int = 0
     log_templates: int = 0  # templates the miner holds now
     logs_outside_retention: int = 0
+    metric_points: int = 0  # data points of mapped metrics counted
+    metric_points_unknown: int = 0  # data points of metrics the table does not map
+    metrics_outside_retention: int = 0
 
 
 class Names:
@@ -162,6 +168,7 @@ class ServiceGraph:
         index_capacity: int = 1_000_000,
         pending_windows: int = 6,
         templates: TemplateMiner | None = None,
+        metric_table: MetricTable | None = None,
     ) -> None:
         self.window_ns = int(window_seconds * 1e9)
         self.retention_windows = max(1, int(retention_seconds * 1e9) // self.window_ns)
@@ -179,6 +186,9 @@ class ServiceGraph:
         self._pending_log_count = 0
         self._log_records = self._late_logs = 0
         self._lockstep = Lockstep(pending_windows=pending_windows)
+        table = MetricTable.default() if metric_table is None else metric_table
+        self.measures = MetricMeasures(table, window_seconds=window_seconds)
+        self._metric_points = self._late_metrics = 0
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -265,6 +275,47 @@ class ServiceGraph:
         if self._pending_log_count >= self._resolve_at:
             self.resolve()
         self._evict(oldest_kept)
+
+    def add_metrics(self, batch: MetricBatch) -> None:
+        """Adds a batch of data points (any order, any event time within retention); points of
+        metrics the table does not map are counted by name only (`measures.unknown`)."""
+        if len(batch) == 0:
+            return
+        self.newest_ns = max(self.newest_ns, int(batch.time_ns.max()))
+        oldest_kept = self.newest_ns // self.window_ns - self.retention_windows + 1
+        window = batch.time_ns // self.window_ns
+        keep = window >= oldest_kept
+        if not keep.all():
+            self._late_metrics += int((~keep).sum())
+            batch, window = batch.select(keep), window[keep]
+        seen = self.measures.observe(batch)
+        self._metric_points += int(np.unique(seen.row).shape[0])
+        nodes = self._metric_nodes(batch, seen.row)
+        self._count_values(window[seen.row], (nodes << 16) | seen.measure, seen.value, metrics=True)
+        self._evict(oldest_kept)
+
+    def _metric_nodes(self, batch: MetricBatch, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The graph node of each of `rows`: services by name, GPUs and hosts as resource nodes
+        (a GPU owned by the pod its exporter names, else by whoever its spans named)."""
+        names, strings = self.names, batch.strings
+        # Batch string indices stay below 2^30 (a request is at most a few hundred MiB).
+        node, owner = batch.node[rows].astype(np.int64), batch.owner[rows].astype(np.int64)
+        key = (node << 32) | ((owner + 1) << 2) | batch.placement[rows]
+        distinct, inverse = np.unique(key, return_inverse=True)
+        ids = np.empty(distinct.shape[0], np.int64)
+        parts = ((distinct >> 32).tolist(), ((distinct >> 2) & 0x3FFFFFFF).tolist(), (distinct & 3).tolist())
+        for k, (node, owner, placement) in enumerate(zip(*parts, strict=True)):
+            name = strings[node]
+            known = names.node_ids.get(name)  # a node known from spans keeps its kind and owner
+            if known is not None:
+                ids[k] = known
+            elif placement == PLACED_SERVICE:
+                ids[k] = names.node(name, NodeKind.SERVICE)
+            else:
+                named = strings[owner - 1] if placement == PLACED_GPU and owner > 0 else None
+                ids[k] = names.node(name, NodeKind.RESOURCE, named)
+        result: npt.NDArray[np.int64] = ids[inverse]
+        return result
 
     def _count_logs(
         self,
@@ -396,13 +447,19 @@ class ServiceGraph:
         self._count_values(window[rows], (where << 8) | columns, signals[rows, columns])
 
     def _count_values(
-        self, window: npt.NDArray[np.int64], keys: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
+        self,
+        window: npt.NDArray[np.int64],
+        keys: npt.NDArray[np.int64],
+        values: npt.NDArray[np.float64],
+        *,
+        metrics: bool = False,
     ) -> None:
-        """One observation of a signal per row, keyed node << 8 | signal."""
+        """One observation per row: of a span signal keyed node << 8 | signal, or with
+        `metrics` of a metric measure keyed node << 16 | measure."""
         sums = np.stack([np.ones_like(values), values, values * values], axis=1)
-        hist = buckets(values)
+        hist = None if metrics else buckets(values)
         for aggregate, index in self._by_window(window):
-            aggregate.signals.add(keys, sums, hist, index)
+            (aggregate.metrics if metrics else aggregate.signals).add(keys, sums, hist, index)
 
     def _count_lockstep(self) -> None:
         """Counts what the waiting lockstep spans matched: each collective's overlap share on its
@@ -511,6 +568,9 @@ class ServiceGraph:
             self._log_records,
             len(self.templates),
             self._late_logs,
+            self._metric_points,
+            sum(self.measures.unknown.values()),
+            self._late_metrics,
         )
 
     def nbytes(self) -> int:

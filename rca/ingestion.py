@@ -1,11 +1,11 @@
-"""The ingest queue: receivers hand decoded batches (spans or log records) to one writer thread
+"""The ingest queue: receivers hand decoded batches (spans, log records, data points) to one writer thread
 that owns the graph.
 
 `submit` waits until its batch is in the graph before returning, so an acknowledged export
 is visible to every later read (read-your-writes). The queue is bounded: when full, `submit`
 raises `Overloaded` at once and the receiver tells the client to retry. The writer takes every
 batch waiting (up to `COALESCE_SPANS` rows) into one graph update, spans before log records so that
-records join the spans sent beside them: the graph's cost per update is largely fixed, so bigger
+records join the spans sent beside them, then data points: the graph's cost per update is largely fixed, so bigger
 updates keep up with more concurrent exporters.
 """
 
@@ -22,9 +22,11 @@ import numpy as np
 
 from rca.graph import ServiceGraph
 from rca.logs import LogBatch, concat_logs
+from rca.metrics import MetricBatch, concat_metrics
 from rca.spans import SpanBatch
 
 T = TypeVar("T")
+Batch = SpanBatch | LogBatch | MetricBatch
 RETRY_AFTER_SECONDS = 1
 COALESCE_SPANS = 65_536
 _INDEX_COLUMNS = ("service", "operation", "peer", "resource")
@@ -57,7 +59,7 @@ class Overloaded(RuntimeError):
 
 @dataclass(slots=True)
 class _Job:
-    batch: SpanBatch | LogBatch
+    batch: Batch
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
 
@@ -88,7 +90,7 @@ class Ingestor:
         finally:
             self._places.release()
 
-    def submit(self, batch: SpanBatch | LogBatch, timeout: float = 30.0) -> None:
+    def submit(self, batch: Batch, timeout: float = 30.0) -> None:
         """Adds `batch` to the graph, returning once it is visible; raises `Overloaded`."""
         if len(batch) == 0:
             return
@@ -123,12 +125,15 @@ class Ingestor:
                 error: BaseException | None = None
                 span_batches = [job.batch for job in work if isinstance(job.batch, SpanBatch)]
                 logs = [job.batch for job in work if isinstance(job.batch, LogBatch)]
+                points = [job.batch for job in work if isinstance(job.batch, MetricBatch)]
                 try:
                     with self._lock:
                         if span_batches:
                             self.graph.add(concat(span_batches))
                         if logs:
                             self.graph.add_logs(concat_logs(logs))
+                        if points:
+                            self.graph.add_metrics(concat_metrics(points))
                 except Exception as exc:  # a bug in the graph must not kill ingest
                     error = exc
                 for job in work:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from rca.graph import ServiceGraph
+if TYPE_CHECKING:
+    from rca.graph import ServiceGraph
 
 
 class Fault(StrEnum):

@@ -1,7 +1,7 @@
 """What both OTLP receivers do with a decoded request, in one place: count it, queue it.
 
-Spans and log records are counted apart (`counts()` and `log_counts()`); requests refused before
-decoding are counted together, by reason.
+Spans, log records and data points are counted apart (`counts()`, `log_counts()`,
+`metric_counts()`); requests refused before decoding are counted together, by reason.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from rca.ingestion import Ingestor, Overloaded
 from rca.logs import LogDecodeResult
+from rca.metrics import MetricDecodeResult
 from rca.spans import DecodeResult
 
 
@@ -51,6 +52,9 @@ class SpanSink:
         self.logs_received = 0
         self.logs_rejected: Counter[str] = Counter()
         self.logs_dropped: Counter[str] = Counter()
+        self.points_received = 0
+        self.points_rejected: Counter[str] = Counter()
+        self.points_dropped: Counter[str] = Counter()
         self._decode_seconds = decode_seconds
         self._admitted = threading.local()  # perf_counter at admission, per receiver thread
 
@@ -70,14 +74,23 @@ class SpanSink:
 
     def export(self, result: DecodeResult) -> ExportOutcome:
         """Queues the accepted spans; raises `Overloaded` (nothing kept) when full."""
-        return self._export(result, self.rejected, self.dropped, logs=False)
+        return self._export(result, self.rejected, self.dropped)
 
     def export_logs(self, result: LogDecodeResult) -> ExportOutcome:
         """Queues the accepted log records; raises `Overloaded` (nothing kept) when full."""
-        return self._export(result, self.logs_rejected, self.logs_dropped, logs=True)
+        return self._export(result, self.logs_rejected, self.logs_dropped, kind="logs")
+
+    def export_metrics(self, result: MetricDecodeResult) -> ExportOutcome:
+        """Queues the accepted data points; raises `Overloaded` (nothing kept) when full."""
+        return self._export(result, self.points_rejected, self.points_dropped, kind="points")
 
     def _export(
-        self, result: DecodeResult | LogDecodeResult, rejected: Counter[str], dropped: Counter[str], *, logs: bool
+        self,
+        result: DecodeResult | LogDecodeResult | MetricDecodeResult,
+        rejected: Counter[str],
+        dropped: Counter[str],
+        *,
+        kind: str = "spans",
     ) -> ExportOutcome:
         self._decoded()
         accepted = len(result.batch)
@@ -88,8 +101,10 @@ class SpanSink:
                 dropped["overload"] += accepted
             raise
         with self._lock:
-            if logs:
+            if kind == "logs":
                 self.logs_received += accepted
+            elif kind == "points":
+                self.points_received += accepted
             else:
                 self.received += accepted
             for r in result.rejections:
@@ -116,4 +131,11 @@ class SpanSink:
         with self._lock:
             return SinkCounts(
                 self.logs_received, dict(self.logs_rejected), dict(self.logs_dropped), dict(self.requests_refused)
+            )
+
+    def metric_counts(self) -> SinkCounts:
+        """Data points, and the requests of any kind refused."""
+        with self._lock:
+            return SinkCounts(
+                self.points_received, dict(self.points_rejected), dict(self.points_dropped), dict(self.requests_refused)
             )

@@ -2,7 +2,7 @@
 
 `window_series` stacks the keyed tables of consecutive event-time windows into arrays of shape
 (rows, windows, columns): one row per node-operation, per caller → callee operation edge, per
-node signal and per node (or node-operation) log template, so every later statistic is a
+node signal, per node (or node-operation) log template and per node metric measure, so every later statistic is a
 vectorised reduction over the window axis. History before the window of interest is merged into
 one leading column: it is only ever baseline, and the cost of every statistic grows with the
 number of columns.
@@ -44,6 +44,7 @@ class WindowSeries:
     signals: Table  # key: node << 8 | Signal; columns SignalSum
     logs: Table  # key: node << 32 | template; columns LogSum
     log_ops: Table  # key: node-operation << 32 | template; columns LogSum
+    metrics: Table  # key: node << 16 | measure; columns SignalSum
 
     @property
     def windows(self) -> int:
@@ -150,6 +151,7 @@ def window_series(
         "signals": ([[a.signals for a in c] for c in columns], len(SignalSum)),
         "logs": ([[a.logs for a in c] for c in columns], len(LogSum)),
         "log_ops": ([[a.log_ops for a in c] for c in columns], len(LogSum)),
+        "metrics": ([[a.metrics for a in c] for c in columns], len(SignalSum)),
     }
     if cache is None:
         stacked = {k: _stack(tables, n, None) for k, (tables, n) in kinds.items()}
@@ -166,4 +168,5 @@ def window_series(
         signals=stacked["signals"].table,
         logs=stacked["logs"].table,
         log_ops=stacked["log_ops"].table,
+        metrics=stacked["metrics"].table,
     )

@@ -1,0 +1,143 @@
+"""Builds a `MetricBatch` point by point: what every source of data points shares (the OTLP
+decoders, the Prometheus reader, the simulator, dataset loaders). Points are placed on their node
+(`rca.metrics.place`, cached per attribute set) and validated together in `build`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from rca.metrics import (
+    PLACED_GPU,
+    PLACED_HOST,
+    PLACED_SERVICE,
+    PLACEMENT_KEYS,
+    MetricBatch,
+    MetricDecodeResult,
+    MetricKind,
+    Placement,
+    place,
+)
+from rca.spans import Rejection
+
+_BELOW_2_63 = 1 << 63
+_U64 = (1 << 64) - 1
+_CHECKS = (
+    "no timestamp: time_unix_nano is 0",
+    "time must be below 2^63 ns",
+    "value is not a finite number",
+)
+BUCKETS_MISMATCH = "bucket_counts must have one entry more than explicit_bounds"
+
+
+def _placement_key(
+    metric: str, resource: Mapping[str, str], attributes: Mapping[str, str]
+) -> tuple[bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    return (
+        metric.startswith("node_"),
+        tuple(sorted((k, v) for k, v in resource.items() if k in PLACEMENT_KEYS)),
+        tuple(sorted((k, v) for k, v in attributes.items() if k in PLACEMENT_KEYS)),
+    )
+
+
+class MetricRows:
+    """Data points gathered column by column; `build` validates them into a batch."""
+
+    def __init__(self) -> None:
+        self._time: list[int] = []
+        self._start: list[int] = []
+        self._series: list[int] = []
+        self._name: list[int] = []
+        self._node: list[int] = []
+        self._owner: list[int] = []
+        self._placement: list[int] = []
+        self._kind: list[int] = []
+        self._value: list[float] = []
+        self._count: list[float] = []
+        self._bounds: list[tuple[float, ...] | None] = []
+        self._buckets: list[tuple[float, ...] | None] = []
+        self._strings: dict[str, int] = {}
+        self._places: dict[object, tuple[int, int, int]] = {}
+        self._rejected: Counter[str] = Counter()
+
+    def _string(self, text: str) -> int:
+        return self._strings.setdefault(text, len(self._strings))
+
+    def _place(self, metric: str, resource: Mapping[str, str], attributes: Mapping[str, str]) -> tuple[int, int, int]:
+        key = _placement_key(metric, resource, attributes)
+        found = self._places.get(key)
+        if found is None:
+            p: Placement = place(metric, resource, attributes)
+            where = PLACED_GPU if p.gpu else PLACED_HOST if p.host else PLACED_SERVICE
+            found = self._places[key] = (self._string(p.node), -1 if p.owner is None else self._string(p.owner), where)
+        return found
+
+    def add(
+        self,
+        metric: str,
+        kind: MetricKind,
+        resource: Mapping[str, str],
+        attributes: Mapping[str, str],
+        time_ns: int,
+        start_ns: int,
+        value: float,
+        count: float = 0.0,
+        bounds: Sequence[float] | None = None,
+        bucket_counts: Sequence[float] | None = None,
+    ) -> None:
+        """One data point; a histogram's `value` is its sum, with its `count` and buckets."""
+        if bounds is not None and bucket_counts is not None and len(bucket_counts) != len(bounds) + 1:
+            self._rejected[BUCKETS_MISMATCH] += 1
+            return
+        node, owner, placement = self._place(metric, resource, attributes)
+        series = hash((metric, tuple(sorted(resource.items())), tuple(sorted(attributes.items())))) & _U64
+        self._time.append(time_ns)
+        self._start.append(start_ns)
+        self._series.append(series)
+        self._name.append(self._string(metric))
+        self._node.append(node)
+        self._owner.append(owner)
+        self._placement.append(placement)
+        self._kind.append(int(kind))
+        self._value.append(value)
+        self._count.append(count)
+        has_buckets = bounds is not None and bucket_counts is not None and len(bounds) > 0
+        self._bounds.append(tuple(bounds) if has_buckets and bounds is not None else None)
+        self._buckets.append(tuple(bucket_counts) if has_buckets and bucket_counts is not None else None)
+
+    def reject(self, reason: str, count: int = 1) -> None:
+        """Counts points refused before they got their columns."""
+        self._rejected[reason] += count
+
+    def build(self) -> MetricDecodeResult:
+        """The valid points as a `MetricBatch`; the others counted by reason."""
+        time = np.asarray(self._time, np.uint64)
+        value = np.asarray(self._value, np.float64)
+        failed = (time == 0, time >= np.uint64(_BELOW_2_63), ~np.isfinite(value))
+        rejected = self._rejected.copy()
+        bad = np.zeros(time.shape[0], np.bool_)
+        for reason, check in zip(_CHECKS, failed, strict=True):
+            hit = check & ~bad
+            if hit.any():
+                rejected[reason] += int(hit.sum())
+                bad |= hit
+        batch = MetricBatch(
+            time_ns=time.astype(np.int64),
+            start_ns=np.minimum(np.asarray(self._start, np.uint64), np.uint64(_BELOW_2_63 - 1)).astype(np.int64),
+            series=np.asarray(self._series, np.uint64),
+            name=np.asarray(self._name, np.int32),
+            node=np.asarray(self._node, np.int32),
+            owner=np.asarray(self._owner, np.int32),
+            placement=np.asarray(self._placement, np.int8),
+            kind=np.asarray(self._kind, np.int8),
+            value=value,
+            count=np.asarray(self._count, np.float64),
+            bucket_bounds=tuple(self._bounds),
+            bucket_counts=tuple(self._buckets),
+            strings=tuple(self._strings),
+        )
+        if bad.any():
+            batch = batch.select(~bad)
+        return MetricDecodeResult(batch, tuple(Rejection(n, reason) for reason, n in rejected.items()))
