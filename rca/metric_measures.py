@@ -162,8 +162,9 @@ class MetricMeasures:
         prev_v = np.where(same, v[prev], self._value[ids])
         prev_c = np.where(same, c[prev], self._count[ids])
         histogram = np.isin(batch.kind[rows], _HISTOGRAM)
-        reset = (start != prev_start) | (v < prev_v) | (histogram & (c < prev_c))
-        continued = (prev_t > 0) & (t > prev_t) & ~reset
+        seen = prev_t > 0  # a series' first point has nothing to count from: no rate
+        reset = seen & ((start != prev_start) | (v < prev_v) | (histogram & (c < prev_c)))
+        continued = seen & (t > prev_t) & ~reset
         restarted = reset & (start > 0) & (t > start)
         ok = continued | restarted
         dv = np.where(continued, v - prev_v, v)

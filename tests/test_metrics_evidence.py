@@ -1,0 +1,94 @@
+"""Metric rows as evidence: direction, gates, lockstep GPUs of one engine, and the ranking."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.ranker import BayesianRanker
+from rca.evidence import F, NodeEvidence, extract_evidence
+from rca.graph import ServiceGraph
+from rca.metric_rows import MetricRows
+from rca.metrics import MetricKind
+from rca.ranking import Fault
+
+S = 1_000_000_000
+T0 = 1_767_571_200 * S
+SCRAPE_S = 5
+POINTS = 120  # ten minutes
+ONSET = 90  # the fault starts at the 90th scrape
+POD = "vllm-engine-7d9f8b6c5d-x2x4z"
+
+
+def _gpus(before: float, straggler: float, peers: float, nvlink_drop: float = 1.0, seed: int = 0) -> ServiceGraph:
+    """Four GPUs of one engine scraped from DCGM: DRAM activity `before` the onset, then the
+    straggler (GPU 2) at `straggler` and its peers at `peers`; every GPU's NVLink traffic times
+    `nvlink_drop` after the onset."""
+    rng = np.random.default_rng(seed)
+    rows = MetricRows()
+    for k in range(1, POINTS + 1):
+        for gpu in range(4):
+            after = k > ONSET
+            level = (straggler if gpu == 2 else peers) if after else before
+            labels = {"gpu": str(gpu), "Hostname": "node-a", "exported_pod": POD, "pod": "dcgm-exporter-x7k2p"}
+            t = T0 + k * SCRAPE_S * S
+            dram = level + 0.01 * rng.standard_normal()
+            nvlink = 4e10 * (nvlink_drop if after else 1.0) * (1 + 0.02 * rng.standard_normal())
+            rows.add(
+                "DCGM_FI_PROF_DRAM_ACTIVE", MetricKind.GAUGE, {"service.name": "dcgm-exporter"}, labels, t, 0, dram
+            )
+            rows.add(
+                "DCGM_FI_PROF_NVLINK_TX_BYTES",
+                MetricKind.GAUGE,
+                {"service.name": "dcgm-exporter"},
+                labels,
+                t,
+                0,
+                nvlink,
+            )
+    graph = ServiceGraph()
+    graph.add_metrics(rows.build().batch)
+    return graph
+
+
+def _evidence(graph: ServiceGraph) -> NodeEvidence:
+    start = T0 + 300 * S
+    return extract_evidence(graph, start_ns=start, end_ns=graph.newest_ns + 1, history_ns=300 * S)
+
+
+def _score(evidence: NodeEvidence, node: str, fault: Fault) -> float:
+    return float(evidence.score[evidence.index(node), F[fault]])
+
+
+def test_the_straggler_gpu_scores_bandwidth_and_its_waiting_peers_do_not() -> None:
+    evidence = _evidence(_gpus(before=0.6, straggler=0.95, peers=0.4))
+    assert _score(evidence, "gpu:node-a/2", Fault.GPU_MEMORY_BANDWIDTH) > 10
+    for peer in ("gpu:node-a/0", "gpu:node-a/1", "gpu:node-a/3"):
+        assert _score(evidence, peer, Fault.GPU_MEMORY_BANDWIDTH) == 0.0
+    row = evidence.index("gpu:node-a/2")
+    assert evidence.signal[row][F[Fault.GPU_MEMORY_BANDWIDTH]] == "metric.gpu_dram_active:DCGM_FI_PROF_DRAM_ACTIVE"
+    assert evidence.observed[row, F[Fault.GPU_MEMORY_BANDWIDTH]] > 0.9
+    # One engine's GPUs, seen only in metrics, run in lockstep: one communicator.
+    gpus = [evidence.index(f"gpu:node-a/{g}") for g in range(4)]
+    assert len({int(evidence.communicator[g]) for g in gpus}) == 1 and evidence.communicator[gpus[0]] >= 0
+
+
+def test_a_rise_that_stays_below_the_tables_healthy_level_is_no_bandwidth_evidence() -> None:
+    evidence = _evidence(_gpus(before=0.3, straggler=0.5, peers=0.3))
+    assert _score(evidence, "gpu:node-a/2", Fault.GPU_MEMORY_BANDWIDTH) == 0.0
+
+
+def test_nvlink_traffic_falling_points_to_nccl_and_rising_does_not() -> None:
+    falling = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, nvlink_drop=0.3))
+    assert _score(falling, "gpu:node-a/1", Fault.NCCL_COMMUNICATION) > 10
+    rising = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, nvlink_drop=2.0))
+    assert _score(rising, "gpu:node-a/1", Fault.NCCL_COMMUNICATION) == 0.0
+
+
+def test_the_ranker_blames_the_straggler_from_metrics_alone() -> None:
+    graph = _gpus(before=0.6, straggler=0.95, peers=0.4, seed=3)
+    ranking = BayesianRanker().rank(
+        graph, alert_nodes=["vllm-engine"], start_ns=T0 + 300 * S, end_ns=graph.newest_ns + 1
+    )
+    top = ranking.causes[0]
+    assert (top.node, top.service, top.fault) == ("gpu:node-a/2", "vllm-engine", Fault.GPU_MEMORY_BANDWIDTH)
+    assert top.evidence[0].signal.startswith("metric.")
