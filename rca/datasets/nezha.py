@@ -254,9 +254,7 @@ def shift_logs(batch: LogBatch, offset_ns: int, id_salt: int) -> LogBatch:
     span_mask, trace_high, trace_low = _splitmix64(id_salt, 3)
     trace = _remap_trace(batch.trace_id, [trace_high, trace_low])
     trace[~batch.trace_id.any(axis=1)] = 0
-    return replace(
-        batch, trace_id=trace, span_id=_remap(batch.span_id, span_mask), time_ns=batch.time_ns + offset_ns
-    )
+    return replace(batch, trace_id=trace, span_id=_remap(batch.span_id, span_mask), time_ns=batch.time_ns + offset_ns)
 
 
 def _log_line(raw: str) -> tuple[str, str]:
