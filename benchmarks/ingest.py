@@ -9,7 +9,8 @@ graph, acknowledgement). The bare receivers and rca are measured in alternating 
 ratio is the median of the rounds' ratios: on a shared machine one pair of measurements moves by a
 third from run to run. Log records are measured the same way after the spans, beside a bare receiver
 that parses `ExportLogsServiceRequest` (`benchmarks.log_payload`: 1000 records of ~100 characters per
-request, a few dozen templates).
+request, a few dozen templates), and then metric data points (`benchmarks.metric_payload`: one scrape
+round of a GPU fleet per request, ~700 points of DCGM, cAdvisor and vLLM series).
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from benchmarks.log_payload import RECORDS_PER_REQUEST, TEMPLATES, log_export_requests
+from benchmarks.metric_payload import POINTS_PER_REQUEST, metric_export_requests
 from benchmarks.payload import export_requests
 from ingest.otlp_logs import decode_logs_protobuf
+from ingest.otlp_metrics import decode_metrics_protobuf
 from ingest.otlp_proto import decode_protobuf
 from rca.config import HostPort, Settings
 
@@ -45,6 +49,7 @@ REQUESTS = 64
 STEADY_REFRESH_S = 5
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 LOGS_METHOD = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+METRICS_METHOD = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
 
 
 def _parse(request: bytes) -> None:
@@ -53,6 +58,10 @@ def _parse(request: bytes) -> None:
 
 def _parse_logs(request: bytes) -> None:
     ExportLogsServiceRequest().ParseFromString(request)
+
+
+def _parse_metrics(request: bytes) -> None:
+    ExportMetricsServiceRequest().ParseFromString(request)
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,7 @@ class Load:
 
 SPANS = Load(METHOD, SPANS_PER_REQUEST, export_requests, _parse, decode_protobuf)
 LOGS = Load(LOGS_METHOD, RECORDS_PER_REQUEST, log_export_requests, _parse_logs, decode_logs_protobuf)
+METRICS = Load(METRICS_METHOD, POINTS_PER_REQUEST, metric_export_requests, _parse_metrics, decode_metrics_protobuf)
 
 
 @dataclass(frozen=True)
@@ -310,4 +320,6 @@ def run_ingest_benchmark(seconds: float, rounds: int) -> int:
     _table(measure(seconds, rounds), "spans/s")
     print(f"log records: {RECORDS_PER_REQUEST} records/request of ~100 characters from {len(TEMPLATES)} templates")
     _table(measure(seconds, rounds, LOGS), "records/s")
+    print(f"data points: {POINTS_PER_REQUEST} points/request, one scrape round of DCGM, cAdvisor and vLLM series")
+    _table(measure(seconds, rounds, METRICS), "points/s")
     return 0

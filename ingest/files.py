@@ -1,5 +1,5 @@
-"""Trace and log files for `rca analyze`: gzip or not; traces as OTLP protobuf, OTLP/JSON or
-Jaeger JSON, logs as OTLP protobuf or OTLP/JSON."""
+"""Trace, log and metric files for `rca analyze`: gzip or not; traces as OTLP protobuf, OTLP/JSON
+or Jaeger JSON, logs and metrics as OTLP protobuf or OTLP/JSON."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ from ingest.jaeger_json import decode_jaeger_document
 from ingest.otlp_json import decode_document, load_json
 from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_logs_json import decode_logs_document
+from ingest.otlp_metrics import decode_metrics_protobuf
+from ingest.otlp_metrics_json import decode_metrics_document
 from ingest.otlp_proto import decode_protobuf
 from rca.logs import LogDecodeResult
+from rca.metrics import MetricDecodeResult
 from rca.spans import DecodeError, DecodeResult, TooLarge
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -22,7 +25,8 @@ OTLP_KEYS = ("resourceSpans", "resource_spans")
 JAEGER_KEYS = ("data", "spans", "traceID")
 OTHER_SIGNALS = ("resourceLogs", "resourceMetrics", "resourceProfiles")
 LOG_KEYS = ("resourceLogs", "resource_logs")
-R = TypeVar("R", DecodeResult, LogDecodeResult)
+METRIC_KEYS = ("resourceMetrics", "resource_metrics")
+R = TypeVar("R", DecodeResult, LogDecodeResult, MetricDecodeResult)
 
 
 def gunzip_bounded(data: bytes, limit: int) -> bytes:
@@ -65,6 +69,15 @@ def _decode_log_json(data: bytes) -> LogDecodeResult:
     return decode_logs_document(document)
 
 
+def _decode_metric_json(data: bytes) -> MetricDecodeResult:
+    document = load_json(data, "JSON")
+    if isinstance(document, dict) and any(key in document for key in OTLP_KEYS + LOG_KEYS):
+        raise DecodeError("OTLP/JSON of traces or logs (resourceSpans, resourceLogs), not metrics")
+    if not isinstance(document, dict) or not any(key in document for key in METRIC_KEYS):
+        raise DecodeError("JSON is not OTLP/JSON metrics (resourceMetrics)")
+    return decode_metrics_document(document)
+
+
 def _by_content(data: bytes, from_json: Callable[[bytes], R], from_protobuf: Callable[[bytes], R]) -> R:
     if data.startswith(GZIP_MAGIC):
         data = gunzip_bounded(data, FILE_LIMIT)
@@ -85,6 +98,12 @@ def decode_log_bytes(data: bytes) -> LogDecodeResult:
     return _by_content(data, _decode_log_json, decode_logs_protobuf)
 
 
+def decode_metric_bytes(data: bytes) -> MetricDecodeResult:
+    """Metric data points by content: gunzips first, then OTLP/JSON when the bytes are a JSON
+    object or list, else OTLP protobuf (`ExportMetricsServiceRequest`)."""
+    return _by_content(data, _decode_metric_json, decode_metrics_protobuf)
+
+
 def _read(path: Path, decode: Callable[[bytes], R]) -> R:
     try:
         return decode(path.read_bytes())
@@ -100,3 +119,8 @@ def decode_file(path: Path) -> DecodeResult:
 def decode_log_file(path: Path) -> LogDecodeResult:
     """The log records of one log file; `DecodeError` messages start with the path."""
     return _read(path, decode_log_bytes)
+
+
+def decode_metric_file(path: Path) -> MetricDecodeResult:
+    """The data points of one metric file; `DecodeError` messages start with the path."""
+    return _read(path, decode_metric_bytes)

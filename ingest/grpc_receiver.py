@@ -1,4 +1,4 @@
-"""OTLP/gRPC `TraceService/Export` and `LogsService/Export` over grpcio: transport only, the
+"""OTLP/gRPC `TraceService/Export`, `LogsService/Export` and `MetricsService/Export` over grpcio: transport only, the
 decoders come with each signal (`otlp_signals`)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""OTLP/HTTP `POST /v1/traces` and `POST /v1/logs` as a small Starlette app: transport only, the
-decoders come with each signal (`otlp_signals`)."""
+"""OTLP/HTTP `POST /v1/traces`, `POST /v1/logs` and `POST /v1/metrics` as a small Starlette app:
+transport only, the decoders come with each signal (`otlp_signals`)."""
 
 from __future__ import annotations
 

@@ -10,19 +10,23 @@ from typing import Generic, TypeVar
 
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ingest.otlp_json import decode_otlp_json
 from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_logs_json import decode_logs_json
+from ingest.otlp_metrics import decode_metrics_protobuf
+from ingest.otlp_metrics_json import decode_metrics_json
 from ingest.otlp_proto import decode_protobuf
 from rca.logs import LogDecodeResult
+from rca.metrics import MetricDecodeResult
 from rca.receiving import ExportOutcome, SpanSink
 from rca.spans import DecodeResult
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-D = TypeVar("D", DecodeResult, LogDecodeResult)
+D = TypeVar("D", DecodeResult, LogDecodeResult, MetricDecodeResult)
 
 
 @dataclass(frozen=True)
@@ -69,5 +73,13 @@ LOGS = Signal[LogDecodeResult](
     response=ExportLogsServiceResponse,
     rejected_field="rejected_log_records",
 )
-AnySignal = Signal[DecodeResult] | Signal[LogDecodeResult]
-SIGNALS: tuple[AnySignal, ...] = (TRACES, LOGS)
+METRICS = Signal[MetricDecodeResult](
+    grpc_service="opentelemetry.proto.collector.metrics.v1.MetricsService",
+    http_path="/v1/metrics",
+    decoders={PROTOBUF: decode_metrics_protobuf, JSON: decode_metrics_json},
+    export=SpanSink.export_metrics,
+    response=ExportMetricsServiceResponse,
+    rejected_field="rejected_data_points",
+)
+AnySignal = Signal[DecodeResult] | Signal[LogDecodeResult] | Signal[MetricDecodeResult]
+SIGNALS: tuple[AnySignal, ...] = (TRACES, LOGS, METRICS)

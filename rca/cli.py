@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument(
         "--logs", nargs="+", default=[], metavar="FILE", help="OTLP protobuf or OTLP/JSON log export requests"
     )
+    analyze.add_argument(
+        "--metrics", nargs="+", default=[], metavar="FILE", help="OTLP protobuf or OTLP/JSON metric export requests"
+    )
     analyze.add_argument("--alerts", metavar="FILE", help="Alertmanager webhook body: alerting services and window")
     analyze.add_argument(
         "--several", action="store_true", help="no effect, kept for old scripts: 'simultaneous' is always weighed"
@@ -159,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "analyze":
         from rca.compose import analyze
 
-        return analyze(args.traces, args.alerts, log_paths=args.logs)
+        return analyze(args.traces, args.alerts, log_paths=args.logs, metric_paths=args.metrics)
     if args.command == "simulate":
         return _simulate(args)
     if args.command == "fit":

@@ -1,6 +1,9 @@
 """Builds a `MetricBatch` point by point: what every source of data points shares (the OTLP
 decoders, the Prometheus reader, the simulator, dataset loaders). Points are placed on their node
-(`rca.metrics.place`, cached per attribute set) and validated together in `build`."""
+(`rca.metrics.place`, cached per attribute set) and validated together in `build`.
+
+An attribute mapping is read once per object (decoders hand every point of one attribute set the
+same mapping): callers must not change a mapping after passing it."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from rca.metrics import (
+    HOST_WIDE_PREFIX,
     PLACED_GPU,
     PLACED_HOST,
     PLACED_SERVICE,
@@ -32,14 +36,7 @@ _CHECKS = (
 BUCKETS_MISMATCH = "bucket_counts must have one entry more than explicit_bounds"
 
 
-def _placement_key(
-    metric: str, resource: Mapping[str, str], attributes: Mapping[str, str]
-) -> tuple[bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
-    return (
-        metric.startswith("node_"),
-        tuple(sorted((k, v) for k, v in resource.items() if k in PLACEMENT_KEYS)),
-        tuple(sorted((k, v) for k, v in attributes.items() if k in PLACEMENT_KEYS)),
-    )
+_SEEN_CAP = 100_000  # attribute mappings remembered by identity before the memory starts again
 
 
 class MetricRows:
@@ -60,13 +57,32 @@ class MetricRows:
         self._buckets: list[tuple[float, ...] | None] = []
         self._strings: dict[str, int] = {}
         self._places: dict[object, tuple[int, int, int]] = {}
+        self._seen: dict[int, tuple[Mapping[str, str], int, tuple[tuple[str, str], ...]]] = {}
         self._rejected: Counter[str] = Counter()
 
     def _string(self, text: str) -> int:
         return self._strings.setdefault(text, len(self._strings))
 
-    def _place(self, metric: str, resource: Mapping[str, str], attributes: Mapping[str, str]) -> tuple[int, int, int]:
-        key = _placement_key(metric, resource, attributes)
+    def _fingerprint(self, attributes: Mapping[str, str]) -> tuple[int, tuple[tuple[str, str], ...]]:
+        """The hash of an attribute set and its placing attributes, worked out once per mapping
+        object (kept alive in the memory, so that its identity is not reused)."""
+        seen = self._seen.get(id(attributes))
+        if seen is not None and seen[0] is attributes:
+            return seen[1], seen[2]
+        items = tuple(sorted(attributes.items()))
+        placing = tuple(item for item in items if item[0] in PLACEMENT_KEYS)
+        if len(self._seen) >= _SEEN_CAP:
+            self._seen.clear()
+        self._seen[id(attributes)] = (attributes, hash(items), placing)
+        return hash(items), placing
+
+    def _place(
+        self,
+        metric: str,
+        resource: Mapping[str, str],
+        attributes: Mapping[str, str],
+        key: tuple[bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]],
+    ) -> tuple[int, int, int]:
         found = self._places.get(key)
         if found is None:
             p: Placement = place(metric, resource, attributes)
@@ -91,8 +107,11 @@ class MetricRows:
         if bounds is not None and bucket_counts is not None and len(bucket_counts) != len(bounds) + 1:
             self._rejected[BUCKETS_MISMATCH] += 1
             return
-        node, owner, placement = self._place(metric, resource, attributes)
-        series = hash((metric, tuple(sorted(resource.items())), tuple(sorted(attributes.items())))) & _U64
+        resource_hash, resource_placing = self._fingerprint(resource)
+        attributes_hash, attributes_placing = self._fingerprint(attributes)
+        key = (metric.startswith(HOST_WIDE_PREFIX), resource_placing, attributes_placing)
+        node, owner, placement = self._place(metric, resource, attributes, key)
+        series = hash((metric, resource_hash, attributes_hash)) & _U64
         self._time.append(time_ns)
         self._start.append(start_ns)
         self._series.append(series)
@@ -106,6 +125,42 @@ class MetricRows:
         has_buckets = bounds is not None and bucket_counts is not None and len(bounds) > 0
         self._bounds.append(tuple(bounds) if has_buckets and bounds is not None else None)
         self._buckets.append(tuple(bucket_counts) if has_buckets and bucket_counts is not None else None)
+
+    def add_numbers(
+        self,
+        metric: str,
+        kind: MetricKind,
+        resource: Mapping[str, str],
+        attributes: Sequence[Mapping[str, str]],
+        times: Sequence[int],
+        starts: Sequence[int],
+        values: Sequence[float],
+    ) -> None:
+        """The gauge or sum points of one metric, column by column (what `add` does per point)."""
+        resource_hash, resource_placing = self._fingerprint(resource)
+        host_wide = metric.startswith(HOST_WIDE_PREFIX)
+        fingerprint, where = self._fingerprint, self._place
+        series, nodes, owners, placements = [], [], [], []
+        for attrs in attributes:
+            attributes_hash, attributes_placing = fingerprint(attrs)
+            node, owner, placement = where(metric, resource, attrs, (host_wide, resource_placing, attributes_placing))
+            series.append(hash((metric, resource_hash, attributes_hash)) & _U64)
+            nodes.append(node)
+            owners.append(owner)
+            placements.append(placement)
+        n = len(series)
+        self._time += times
+        self._start += starts
+        self._series += series
+        self._name += [self._string(metric)] * n
+        self._node += nodes
+        self._owner += owners
+        self._placement += placements
+        self._kind += [int(kind)] * n
+        self._value += values
+        self._count += [0.0] * n
+        self._bounds += [None] * n
+        self._buckets += [None] * n
 
     def reject(self, reason: str, count: int = 1) -> None:
         """Counts points refused before they got their columns."""

@@ -4,6 +4,8 @@ Data, not code: the built-in entries ship in `metric_table.toml`; the config fil
 section adds or overrides entries (`[[metrics.map]]`, same fields). A histogram's p95 is the
 measure `{name}:p95` and reads as its metric's rule with `_p95` after the signal name.
 Prometheus spells counters with `_total` where OpenTelemetry may not; either spelling matches.
+Names match whatever their case (OpenTelemetry instrument names are case-insensitive, and its
+SDKs lower-case them).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class MetricTable:
     def __init__(self, rules: Iterable[MetricRule]) -> None:
         self._rules: dict[str, MetricRule] = {}
         for rule in rules:
-            self._rules[rule.name] = rule
+            self._rules[rule.name.lower()] = rule
 
     @classmethod
     def default(cls, extra: Sequence[MetricRule] = ()) -> MetricTable:
@@ -99,15 +101,16 @@ class MetricTable:
         return len(self._rules)
 
     def names(self) -> tuple[str, ...]:
-        return tuple(self._rules)
+        """The metric names as the table spells them."""
+        return tuple(rule.name for rule in self._rules.values())
 
     def rule(self, measure: str) -> MetricRule | None:
         """The rule of a measure (a metric name, or `{name}:p95`), None for unknown metrics."""
         if measure.endswith(P95_SUFFIX):
             base = self.rule(measure[: -len(P95_SUFFIX)])
             return None if base is None else replace(base, signal=f"{base.signal}_p95", healthy=None, faulty=None)
-        found = self._rules.get(measure)
+        name = measure.lower()
+        found = self._rules.get(name)
         if found is None:
-            other = measure[: -len(_TOTAL)] if measure.endswith(_TOTAL) else measure + _TOTAL
-            found = self._rules.get(other)
+            found = self._rules.get(name[: -len(_TOTAL)] if name.endswith(_TOTAL) else name + _TOTAL)
         return found

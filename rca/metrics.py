@@ -28,7 +28,9 @@ POD_KEYS = ("exported_pod", "pod", "k8s.pod.name")  # the workload's pod before 
 RESOURCE_SERVICE_KEYS = ("service.name", "k8s.deployment.name")
 LABEL_SERVICE_KEYS = ("k8s.deployment.name", "service", "job")
 GPU_KEYS = ("gpu", "gpu.index", "hw.id", "UUID")
-HOST_KEYS = ("host.name", "Hostname", "k8s.node.name", "instance")
+# A Collector's prometheus receiver moves `instance` to the resource as `service.instance.id`
+# (and `server.address`).
+HOST_KEYS = ("host.name", "Hostname", "k8s.node.name", "instance", "service.instance.id", "server.address")
 HOST_WIDE_PREFIX = "node_"  # node_exporter: a host's series, not a service's
 PLACEMENT_KEYS = frozenset({*POD_KEYS, *RESOURCE_SERVICE_KEYS, *LABEL_SERVICE_KEYS, *GPU_KEYS, *HOST_KEYS})
 
@@ -68,8 +70,8 @@ def place(metric: str, resource: Mapping[str, str], point: Mapping[str, str]) ->
     interface: metrics): a GPU index with a host makes `gpu:{host}/{index}` owned by the pod the
     exporter names; a pod label (the workload's, `exported_pod` before `pod`) names the service
     over the scraper's `service.name`; else the resource's `service.name` or deployment, a
-    `k8s.pod.name`, a `service` or `job` label. A node_exporter (`node_…`) series with no pod
-    belongs to its host."""
+    `k8s.pod.name`, a `service` or `job` label. A node_exporter (`node_…`) series belongs to
+    its host."""
     pod = _first(POD_KEYS, point, resource)
     workload = strip_pod_suffix(pod) if pod else ""
     gpu = _first(GPU_KEYS, point, resource)
@@ -78,10 +80,10 @@ def place(metric: str, resource: Mapping[str, str], point: Mapping[str, str]) ->
         host = host.rsplit(":", 1)[0]
     if gpu and host:
         return Placement(f"{GPU_PREFIX}{host}/{gpu}", workload or None, gpu=True)
+    if metric.startswith(HOST_WIDE_PREFIX) and host:  # whichever pod runs the exporter
+        return Placement(f"{HOST_PREFIX}{host}", host=True)
     if workload:
         return Placement(workload)
-    if metric.startswith(HOST_WIDE_PREFIX) and host:
-        return Placement(f"{HOST_PREFIX}{host}", host=True)
     service = _first(RESOURCE_SERVICE_KEYS, resource) or _first(LABEL_SERVICE_KEYS, point, resource)
     return Placement(service or UNKNOWN_SERVICE)
 

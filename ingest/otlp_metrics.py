@@ -1,0 +1,281 @@
+"""OTLP protobuf → metric data points, and the rules both metric decoders share. Pure functions.
+
+Every point goes through `MetricRows`, which places it (cached per attribute set) and validates
+times and values. How the OTLP data kinds read:
+
+- gauge: `GAUGE`. sum: `CUMULATIVE` or `DELTA` by its temporality; a non-monotonic cumulative sum
+  (an UpDownCounter) is a level, `GAUGE`; a non-monotonic delta sum stays `DELTA`.
+- histogram: `HISTOGRAM_CUMULATIVE`/`HISTOGRAM_DELTA`, value = sum, with count and buckets.
+- exponential histogram: the same, its buckets turned into explicit bounds: one bucket up to 0
+  holding the zero bucket and every negative bucket, then the positive buckets between the
+  edges `base**(offset+i)`, `base = 2**(2**-scale)`; edges past the float range fold into the last.
+- summary: a `HISTOGRAM_CUMULATIVE` point of its sum and count (no buckets), and a `GAUGE` point
+  `{name}:p95` where it has the 0.95 quantile; its other quantiles are not read.
+
+Refused with a reason: staleness markers (flag NO_RECORDED_VALUE), sums and histograms of
+unspecified temporality, histograms without a sum, number points without a value, points of a
+metric without a name. Attribute values become text as log bodies do (`body_text`): strings as
+they are, ints in decimal, doubles as Python's shortest round-trip text (`1.5`, `2.0`), booleans
+`true`/`false`, bytes as hex, arrays and maps as compact JSON with sorted keys.
+
+Speed: the request is parsed into a wire twin of its schema whose data point attributes stay raw
+`KeyValue` bytes, so a point's attribute set is a tuple of bytes, turned into text once per
+distinct set (Prometheus series repeat one label set across many metrics). Every distinct
+`KeyValue` is still parsed with the real schema, so malformed ones are refused as upb would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.metrics.v1 import metrics_pb2
+from opentelemetry.proto.resource.v1 import resource_pb2
+
+from ingest.otlp_logs import body_text
+from rca.metric_rows import MetricRows
+from rca.metric_table import P95_SUFFIX
+from rca.metrics import MetricDecodeResult, MetricKind
+from rca.spans import DecodeError
+
+DELTA, CUMULATIVE = 1, 2  # AggregationTemporality
+NO_RECORDED_VALUE = 1  # DataPointFlags: a staleness marker
+MIN_SCALE, MAX_SCALE = -10, 20
+SUMMARY_QUANTILE = 0.95
+STALE = "no recorded value (staleness marker)"
+NO_VALUE = "number point without a value (as_double or as_int)"
+NO_SUM = "histogram point without a sum"
+NO_NAME = "metric without a name"
+BAD_TEMPORALITY = "aggregation_temporality must be DELTA or CUMULATIVE"
+BAD_SCALE = f"exponential histogram scale must be in [{MIN_SCALE}, {MAX_SCALE}]"
+Buckets = tuple[Sequence[float], Sequence[float]]  # explicit bounds, counts
+# what the rows of one point share: metric, kind, resource, attributes, time, start
+Head = tuple[str, MetricKind, dict[str, str], dict[str, str], int, int]
+
+
+def sum_kind(temporality: int, monotonic: bool) -> MetricKind | str:
+    """How a sum's points read, or why they are refused."""
+    if temporality == CUMULATIVE:
+        return MetricKind.CUMULATIVE if monotonic else MetricKind.GAUGE
+    return MetricKind.DELTA if temporality == DELTA else BAD_TEMPORALITY
+
+
+def histogram_kind(temporality: int) -> MetricKind | str:
+    """How a histogram's points read, or why they are refused."""
+    if temporality == CUMULATIVE:
+        return MetricKind.HISTOGRAM_CUMULATIVE
+    return MetricKind.HISTOGRAM_DELTA if temporality == DELTA else BAD_TEMPORALITY
+
+
+def exponential_buckets(
+    scale: int, zero_count: int, offset: int, positive: Sequence[int], negative: int
+) -> tuple[list[float], list[float]]:
+    """Explicit (bounds, counts) of an exponential histogram at a valid `scale`: everything at or
+    below 0 (the zero bucket and the `negative` total), then the positive buckets."""
+    bounds, counts = [0.0], [float(zero_count + negative)]
+    if positive:
+        with np.errstate(over="ignore"):
+            edges = np.exp2(np.arange(offset, offset + len(positive) + 1, dtype=np.float64) * 2.0**-scale)
+        bounds += edges.tolist()
+        counts += [0.0, *map(float, positive)]
+    counts.append(0.0)
+    finite = int(np.searchsorted(bounds, np.inf))  # edges only grow: the infinite ones are last
+    if finite < len(bounds):
+        bounds, counts = bounds[:finite], [*counts[:finite], sum(counts[finite:])]
+    return bounds, counts
+
+
+def add_histogram(rows: MetricRows, head: Head, total: tuple[float, float], buckets: Buckets) -> None:
+    """A histogram point: `total` = (sum, count), buckets only where it has them (OTLP allows a
+    point with neither bounds nor counts)."""
+    bounds, counts = buckets
+    has = bool(bounds or counts)
+    rows.add(*head, *total, bounds if has else None, counts if has else None)
+
+
+def add_summary(
+    rows: MetricRows, head: Head, total: tuple[float, float], quantiles: Iterable[tuple[float, float]]
+) -> None:
+    """A summary point: its cumulative (sum, count) as `head` says, and its 0.95 quantile as a
+    gauge `{metric}:p95`."""
+    rows.add(*head, *total)
+    name, _, resource, attributes, time, start = head
+    for quantile, value in quantiles:
+        if quantile == SUMMARY_QUANTILE:
+            rows.add(name + P95_SUFFIX, MetricKind.GAUGE, resource, attributes, time, start, value)
+
+
+def _value(value: AnyValue) -> Any:
+    """The Python value of an AnyValue, maps and arrays included (upb bounds the nesting)."""
+    field = value.WhichOneof("value")
+    if field == "kvlist_value":
+        return {kv.key: _value(kv.value) for kv in value.kvlist_value.values}
+    if field == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    return None if field is None else getattr(value, field)
+
+
+def attribute_texts(items: Iterable[KeyValue]) -> dict[str, str]:
+    """Attributes as text (module docstring); string values, the common case, read directly."""
+    items = list(items)
+    out = {kv.key: kv.value.string_value for kv in items}
+    if "" in out.values():  # empty, or not a string
+        out = {kv.key: body_text(_value(kv.value)) for kv in items}
+    return out
+
+
+def _raw_attributes_schema() -> type[Message]:
+    """`MetricsData`, the wire twin of ExportMetricsServiceRequest, with every data point's
+    `attributes` as raw bytes, in a descriptor pool of its own."""
+    pool = descriptor_pool.DescriptorPool()
+    for module in (common_pb2, resource_pb2, metrics_pb2):
+        file = descriptor_pb2.FileDescriptorProto()
+        module.DESCRIPTOR.CopyToProto(file)
+        for message in file.message_type:
+            for field in message.field:
+                if message.name.endswith("DataPoint") and field.name == "attributes":
+                    field.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+                    field.ClearField("type_name")
+        pool.Add(file)
+    schema: type[Message] = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName(metrics_pb2.MetricsData.DESCRIPTOR.full_name)
+    )
+    return schema
+
+
+_RawMetricsData = _raw_attributes_schema()
+
+
+def _parse(message: Message, data: bytes) -> None:
+    try:
+        message.ParseFromString(data)
+    except ProtobufDecodeError as exc:
+        raise DecodeError(f"malformed ExportMetricsServiceRequest protobuf: {exc}") from exc
+
+
+def parse_metrics_request(data: bytes) -> ExportMetricsServiceRequest:
+    """Parses protobuf bytes, raising `DecodeError` with the parser's message."""
+    request = ExportMetricsServiceRequest()
+    _parse(request, data)
+    return request
+
+
+MAX_ATTRIBUTE_SETS = 50_000
+# Attribute sets read so far, shared by requests (the mappings are never changed once made).
+_ATTRIBUTE_SETS: dict[tuple[bytes, ...], dict[str, str]] = {}
+
+
+class _Points:
+    """The points of one request (parsed with raw point attributes) gathered into `rows`."""
+
+    def __init__(self) -> None:
+        self.rows = MetricRows()
+        self._sets = _ATTRIBUTE_SETS
+
+    def attributes(self, raw: Iterable[bytes]) -> dict[str, str]:
+        """A point's attributes as text, read once per distinct set of raw `KeyValue`s (across
+        requests: scrapes repeat their series; the memory of sets is bounded)."""
+        key = tuple(raw)
+        found = self._sets.get(key)
+        if found is None:
+            items = []
+            for item in key:
+                kv = KeyValue()
+                _parse(kv, item)
+                items.append(kv)
+            if len(self._sets) >= MAX_ATTRIBUTE_SETS:
+                self._sets.clear()
+            found = self._sets[key] = attribute_texts(items)
+        return found
+
+    def numbers(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any) -> None:
+        valued = [(p, p.WhichOneof("value")) for p in points]
+        good = [(p, value) for p, value in valued if value is not None and not p.flags & NO_RECORDED_VALUE]
+        if len(good) < len(valued):
+            stale = sum(1 for p, _ in valued if p.flags & NO_RECORDED_VALUE)
+            if stale:
+                self.rows.reject(STALE, stale)
+            if len(valued) - len(good) - stale:
+                self.rows.reject(NO_VALUE, len(valued) - len(good) - stale)
+        attributes = self.attributes
+        self.rows.add_numbers(
+            name,
+            kind,
+            resource,
+            [attributes(p.attributes) for p, _ in good],
+            [p.time_unix_nano for p, _ in good],
+            [p.start_time_unix_nano for p, _ in good],
+            [getattr(p, value) for p, value in good],
+        )
+
+    def histograms(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any, exponential: bool) -> None:
+        for p in points:
+            if p.flags & NO_RECORDED_VALUE:
+                self.rows.reject(STALE)
+            elif not p.HasField("sum"):
+                self.rows.reject(NO_SUM)
+            elif exponential and not MIN_SCALE <= p.scale <= MAX_SCALE:
+                self.rows.reject(BAD_SCALE)
+            else:
+                head = (name, kind, resource, self.attributes(p.attributes), p.time_unix_nano, p.start_time_unix_nano)
+                buckets = (
+                    exponential_buckets(
+                        p.scale,
+                        p.zero_count,
+                        p.positive.offset,
+                        p.positive.bucket_counts,
+                        sum(p.negative.bucket_counts),
+                    )
+                    if exponential
+                    else (p.explicit_bounds, p.bucket_counts)
+                )
+                add_histogram(self.rows, head, (p.sum, float(p.count)), buckets)
+
+    def summaries(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any) -> None:
+        for p in points:
+            if p.flags & NO_RECORDED_VALUE:
+                self.rows.reject(STALE)
+            else:
+                head = (name, kind, resource, self.attributes(p.attributes), p.time_unix_nano, p.start_time_unix_nano)
+                quantiles = [(q.quantile, q.value) for q in p.quantile_values]
+                add_summary(self.rows, head, (p.sum, float(p.count)), quantiles)
+
+    def metric(self, metric: Any, resource: dict[str, str]) -> None:
+        data = metric.WhichOneof("data")
+        if data is None:
+            return
+        body = getattr(metric, data)
+        kind: MetricKind | str = MetricKind.HISTOGRAM_CUMULATIVE if data == "summary" else MetricKind.GAUGE
+        if data == "sum":
+            kind = sum_kind(body.aggregation_temporality, body.is_monotonic)
+        elif data in ("histogram", "exponential_histogram"):
+            kind = histogram_kind(body.aggregation_temporality)
+        if not metric.name or isinstance(kind, str):
+            self.rows.reject(str(kind) if metric.name else NO_NAME, len(body.data_points))
+        elif data in ("gauge", "sum"):
+            self.numbers(metric.name, kind, resource, body.data_points)
+        elif data == "summary":
+            self.summaries(metric.name, kind, resource, body.data_points)
+        else:
+            self.histograms(metric.name, kind, resource, body.data_points, data == "exponential_histogram")
+
+
+def decode_metrics_protobuf(data: bytes) -> MetricDecodeResult:
+    """OTLP `ExportMetricsServiceRequest` bytes → data points; `DecodeError` when malformed,
+    points that cannot be read (module docstring) rejected with a reason."""
+    request = _RawMetricsData()
+    _parse(request, data)
+    points = _Points()
+    for resource_metrics in request.resource_metrics:
+        resource = attribute_texts(resource_metrics.resource.attributes)
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                points.metric(metric, resource)
+    return points.rows.build()
