@@ -92,7 +92,8 @@ def test_points_that_cannot_be_read_are_a_partial_success_in_every_encoding(
         http.post("/v1/metrics", content=_partial(), headers=PROTOBUF).content
     )
     assert http_reply.partial_success.rejected_data_points == 3
-    gauge = metric("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", number(0.5, GPU, time_unix_nano=T0), number(0.5, GPU, time_unix_nano=0))
+    points = number(0.5, GPU, time_unix_nano=T0), number(0.5, GPU, time_unix_nano=0)
+    gauge = metric("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", *points)
     document = otlp_json(request(({"service.name": "dcgm-exporter"}, [gauge])))
     response = http.post("/v1/metrics", content=document, headers={"content-type": "application/json"})
     assert response.status_code == 200 and response.headers["content-type"].startswith("application/json")

@@ -25,10 +25,10 @@ ENGINE_POD = "vllm-engine-7d9f8b6c5d-x2x4z"
 EXPORTS = 3
 
 
-def _exporter(live: Live, protocol: str) -> MetricExporter:
+def _exporter(to: Live, protocol: str) -> MetricExporter:
     if protocol == "grpc":
-        return GrpcMetricExporter(endpoint=f"http://{live.otlp_grpc}", insecure=True)
-    return HttpMetricExporter(endpoint=f"http://{live.otlp_http}/v1/metrics")
+        return GrpcMetricExporter(endpoint=f"http://{to.otlp_grpc}", insecure=True)
+    return HttpMetricExporter(endpoint=f"http://{to.otlp_http}/v1/metrics")
 
 
 def _dram(_: CallbackOptions) -> Iterable[Observation]:
@@ -36,14 +36,14 @@ def _dram(_: CallbackOptions) -> Iterable[Observation]:
         yield Observation(level, {"gpu": str(gpu), "Hostname": "node-a", "exported_pod": ENGINE_POD})
 
 
-def _emit(live: Live, protocol: str) -> None:
+def _emit(to: Live, protocol: str) -> None:
     """`EXPORTS` exports of: DCGM's DRAM activity for two GPUs, a pod's CPU seconds (3 per
     export), the engine's TTFT histogram (two requests of 0.2 s per export, by the GenAI
     semantic conventions), and one unmapped histogram."""
     readers = []
     providers = []
     for resource in (DCGM, ENGINE, POD):
-        reader = PeriodicExportingMetricReader(_exporter(live, protocol), export_interval_millis=3_600_000)
+        reader = PeriodicExportingMetricReader(_exporter(to, protocol), export_interval_millis=3_600_000)
         readers.append(reader)
         providers.append(MeterProvider(resource=resource, metric_readers=[reader]))
     dcgm, engine, pod = (p.get_meter("tests") for p in providers)
@@ -71,8 +71,8 @@ def _measure_means(graph: ServiceGraph) -> dict[tuple[str, str], float]:
     return out
 
 
-def _samples(live: Live) -> dict[str, float]:
-    body, _ = live.service.metrics.exposition("")
+def _samples(of: Live) -> dict[str, float]:
+    body, _ = of.service.metrics.exposition("")
     return {
         s.name + "".join(f"{{{k}={v}}}" for k, v in sorted(s.labels.items())): s.value
         for f in text_string_to_metric_families(body.decode())
@@ -87,8 +87,9 @@ def test_sdk_data_points_land_on_their_nodes_and_are_counted(live: Live, protoco
     # The SDK lower-cases instrument names; the table matches them whatever their case.
     assert means[("gpu:node-a/0", "dcgm_fi_prof_dram_active")] == pytest.approx(0.5)
     assert means[("gpu:node-a/1", "dcgm_fi_prof_dram_active")] == pytest.approx(0.7)
-    owners = live.service.ingestor.read(lambda g: {n: g.names.nodes[o] for n, o in zip(g.names.nodes, g.names.owners)})
-    assert owners["gpu:node-a/0"] == owners["gpu:node-a/1"] == "vllm-engine"
+    owners = live.service.ingestor.read(lambda g: dict(zip(g.names.nodes, g.names.owners, strict=True)))
+    names = live.service.ingestor.read(lambda g: list(g.names.nodes))
+    assert names[owners["gpu:node-a/0"]] == names[owners["gpu:node-a/1"]] == "vllm-engine"
     # The counter's rate needs two points of the series: the SDK's exports are cumulative.
     assert means[("cart", "container_cpu_usage_seconds_total")] > 0
     assert means[("vllm-engine", "gen_ai.server.time_to_first_token")] == pytest.approx(0.2)
