@@ -7,6 +7,7 @@ round `k`: counters grow from round to round, so their rates are real."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
@@ -27,15 +28,16 @@ TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
 POINTS_PER_REQUEST = GPUS * len(DCGM_GAUGES) + PODS * (len(CADVISOR_COUNTERS) + 1) + ENGINES * 4
 
 
-def _attributes(target: list[KeyValue] | object, labels: dict[str, str]) -> None:
+def _attributes(target: Any, labels: dict[str, str]) -> None:
+    """Appends `labels` to a repeated KeyValue field."""
     for key, value in labels.items():
-        kv = target.add()  # type: ignore[attr-defined]
+        kv: KeyValue = target.add()
         kv.key = key
         kv.value.string_value = value
 
 
 def _resource(request: ExportMetricsServiceRequest, job: str, instance: str) -> ResourceMetrics:
-    resource = request.resource_metrics.add()
+    resource: ResourceMetrics = request.resource_metrics.add()
     _attributes(resource.resource.attributes, {"service.name": job, "service.instance.id": instance})
     return resource
 
@@ -115,7 +117,8 @@ def _round(k: int, start_ns: int, rng: random.Random) -> bytes:
         vllm.gauge("vllm:num_requests_waiting", labels, t, float(rng.randrange(20)))
         vllm.counter("vllm:num_preemptions_total", labels, t, since, float(k * 3))
         vllm.histogram("vllm:time_to_first_token_seconds", labels, t, since, (k + 1) * 200, (k + 1) * 16.0)
-    return request.SerializeToString()
+    body: bytes = request.SerializeToString()
+    return body
 
 
 def metric_export_requests(count: int, points_per_request: int, start_ns: int, seed: int = 13) -> list[bytes]:
