@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rca.alerts import Alert, AlertStatus, fingerprint_of, format_rfc3339, parse_rfc3339_ns, service_of
 from rca.incidents import IncidentCauses, IncidentDetail, IncidentSummary
+from rca.pull import SPANS_OK, SourceStatus
 from rca.ranking import Cause, Ranking, SimultaneousRoot
 
 
@@ -161,4 +162,11 @@ def causes_json(causes: IncidentCauses) -> dict[str, Any]:
         },
         "causes": [cause_json(c) for c in ranking.causes] if ranking else [],
         **several_roots_json(ranking),
+        "sources": [{"name": s.name, "ok": s.ok, "detail": s.detail} for s in sources_of(ranking)],
     }
+
+
+def sources_of(ranking: Ranking | None) -> tuple[SourceStatus, ...]:
+    """The telemetry sources a ranking read; the spans rca receives are always one (rankings
+    stored before sources were recorded read spans alone)."""
+    return ranking.sources if ranking is not None and ranking.sources else (SPANS_OK,)

@@ -25,7 +25,7 @@ from api.app import create_app
 from api.metrics import ServiceMetrics
 from api.schemas import WebhookBody, cause_json, several_roots_json
 from ingest.case_files import write_case
-from ingest.files import decode_file, decode_log_file
+from ingest.files import decode_file, decode_log_file, decode_metric_file
 from ingest.grpc_receiver import ExportHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
 from models.health import load_params, params_version
@@ -38,6 +38,7 @@ from rca.graph import ServiceGraph
 from rca.graphview import Window, graph_between
 from rca.incident_service import IncidentService
 from rca.ingestion import Ingestor
+from rca.pull import TelemetryPull
 from rca.receiving import SpanSink
 from rca.simulation import simulate
 from rca.spans import DecodeError
@@ -83,12 +84,27 @@ class Service:
         self.store = IncidentStore.open(settings.db)
         params = read_params(settings.params) if settings.params else load_params()
         model = BayesianRanker(params=params)
+        pulls: list[TelemetryPull] = []
+        if settings.prometheus_url is not None:
+            from ingest.prometheus import PrometheusPull  # httpx is loaded only when it is used
+
+            pulls.append(
+                PrometheusPull(
+                    settings.prometheus_url,
+                    ingestor=self.ingestor,
+                    table=self.graph.measures.table,
+                    window_seconds=settings.window_seconds,
+                    timeout_s=settings.prometheus_timeout_seconds,
+                )
+            )
         self.metrics.model_info(MODEL_NAME, params_version(params))
         self.incidents = IncidentService(
             store=self.store,
             ranker=self.metrics.observed(model),
             graphs=self.ingestor,
             lookback_seconds=settings.lookback_seconds,
+            pulls=pulls,
+            history_seconds=model.history_seconds,
         )
         self.feedback = FeedbackService(
             store=self.store, model=model, graphs=self.ingestor, lookback_seconds=settings.lookback_seconds
@@ -197,15 +213,17 @@ def analyze(
     out: TextIO = sys.stdout,
     *,
     log_paths: Sequence[str] = (),
+    metric_paths: Sequence[str] = (),
 ) -> int:
-    """`rca analyze`: ranks the root causes in trace (and log) files and prints them with the
+    """`rca analyze`: ranks the root causes in trace (and log and metric) files and prints them with the
     graph (JSON), and `simultaneous` where several roots explain the evidence better than one.
 
     With `--alerts` the alerting services and the window come from the webhook body (earliest
     startsAt less the look-back, to the newest span); without, the trace roots alert over the
-    last look-back of the traces. Log records are added after every span, so that they join."""
+    last look-back of the traces. Log records are added after every span, so that they join, and
+    data points last."""
     graph = ServiceGraph(retention_seconds=10 * 365 * 86400.0)
-    rejected = rejected_logs = 0
+    rejected = rejected_logs = rejected_points = 0
     try:
         alerts = _webhook_alerts(alerts_path) if alerts_path else []
         for path in paths:
@@ -216,6 +234,10 @@ def analyze(
             logs = decode_log_file(Path(path))
             rejected_logs += logs.rejected
             graph.add_logs(logs.batch)
+        for path in metric_paths:
+            points = decode_metric_file(Path(path))
+            rejected_points += points.rejected
+            graph.add_metrics(points.batch)
     except (DecodeError, OSError, ValueError) as exc:
         print(f"rca analyze: {exc}", file=sys.stderr)
         return 2
@@ -233,6 +255,9 @@ def analyze(
         "rejected": rejected,
         "log_records": graph.counts().log_records,
         "rejected_log_records": rejected_logs,
+        "data_points": graph.counts().metric_points,
+        "unmapped_data_points": graph.counts().metric_points_unknown,
+        "rejected_data_points": rejected_points,
         "alerting": alert_nodes or roots,
         "window": {"start": format_rfc3339(ranking.start_ns), "end": format_rfc3339(ranking.end_ns)},
         "model": {"name": ranking.model, "inference_ms": ranking.inference_ms},
@@ -246,16 +271,24 @@ def analyze(
 
 
 def simulate_case(
-    scenario: str, out_dir: Path, seed: int, rate: float | None, out: TextIO = sys.stdout, profile: str = "default"
+    scenario: str,
+    out_dir: Path,
+    seed: int,
+    rate: float | None,
+    out: TextIO = sys.stdout,
+    profile: str = "default",
+    style: str = "conventions",
 ) -> int:
-    """`rca simulate`: writes one fault-injection case (traces, webhooks, truth) and prints a JSON summary."""
+    """`rca simulate`: writes one fault-injection case (traces, logs, metrics in the real-deployment
+    `style`, webhooks, truth) and prints a JSON summary."""
     try:
-        case = simulate(scenario, seed=seed, rate=rate, profile=profile)
+        case = simulate(scenario, seed=seed, rate=rate, profile=profile, style=style)
     except ValueError as exc:
         print(f"rca simulate: {exc}", file=sys.stderr)
         return 2
     write_case(case, out_dir)
     truth = case.truth
     summary = {"scenario": scenario, "seed": seed, "spans": case.spans, "webhooks": len(case.webhooks)}
+    summary |= {"data_points": case.data_points} if case.metrics else {}
     out.write(json.dumps({**summary, "fault": truth.fault, "node": truth.node, "out": str(out_dir)}) + "\n")
     return 0

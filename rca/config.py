@@ -14,6 +14,7 @@ import difflib
 import ipaddress
 import math
 import tomllib
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,8 @@ class Settings:
     max_message_bytes: int = 64 * 1024 * 1024
     lookback_seconds: float = 300.0
     params: Path | None = None  # the health-model parameters; None: the shipped ones
+    prometheus_url: str | None = None  # a Prometheus-compatible query API rankings also read
+    prometheus_timeout_seconds: float = 2.0
 
     def listens_beyond_loopback(self) -> bool:
         """Whether any listener is reachable from other hosts."""
@@ -107,6 +110,21 @@ def _token(value: object) -> str:
     if not token or any(c.isspace() for c in token):  # never echo the secret
         raise ValueError("the token must be non-empty and contain no whitespace")
     return token
+
+
+def _http_url(value: object) -> str:
+    """An http(s) URL with a host, without a trailing slash (paths such as ``/prometheus`` kept)."""
+    url = _text(value).strip()
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port  # raises on a bad port
+    except ValueError as exc:
+        raise ValueError(f"{url!r} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http(s) URL (e.g. http://prometheus:9090)")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{url!r}: give the base URL, without query or fragment")
+    return url.rstrip("/")
 
 
 def _params(value: object) -> Path:
@@ -151,6 +169,8 @@ _FIELDS: dict[str, tuple[Callable[[object], Any], str, str]] = {
     "max_message_bytes": (_number(int, 1024), "BYTES", "largest accepted OTLP message"),
     "lookback_seconds": (_number(float, 0), "SECONDS", "incident look-back before first alert"),
     "params": (_params, "FILE", "health-model parameters, as rca fit writes them"),
+    "prometheus_url": (_http_url, "URL", "Prometheus-compatible query API that rankings also read"),
+    "prometheus_timeout_seconds": (_number(float, 0, strict=True), "SECONDS", "timeout of each Prometheus query"),
 }
 _DEFAULTS = Settings()
 FLAG_NAMES: tuple[str, ...] = (*_FIELDS, "config")

@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +34,9 @@ from rca.metric_table import MetricTable
 from rca.metrics import PLACED_GPU, PLACED_SERVICE, MetricBatch
 from rca.spanindex import SpanIndex
 from rca.spans import Signal, SpanBatch
+
+if TYPE_CHECKING:
+    from rca.call_stats import CallStats
 
 NO_OP = ""
 _ON_GPU = np.isin(np.arange(len(Signal)), list(GPU_SIGNALS))  # per signal column
@@ -189,6 +193,7 @@ class ServiceGraph:
         table = MetricTable.default() if metric_table is None else metric_table
         self.measures = MetricMeasures(table, window_seconds=window_seconds)
         self._metric_points = self._late_metrics = 0
+        self.span_nodes: set[int] = set()  # nodes spans named: call statistics leave them be
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -205,6 +210,8 @@ class ServiceGraph:
             batch, window = batch.select(keep), window[keep]
         self._spans += len(batch)
         nodes, peers, resources = self._node_ids(batch)
+        named = np.concatenate([nodes, peers, resources])
+        self.span_nodes.update(np.flatnonzero(np.bincount(named[named >= 0])).tolist())
         ops = self._op_ids(batch)
         nodeop = self.names.nodeops(nodes, ops)
         empty_op = self.names.op(NO_OP)
@@ -293,6 +300,12 @@ class ServiceGraph:
         nodes = self._metric_nodes(batch, seen.row)
         self._count_values(window[seen.row], (nodes << 16) | seen.measure, seen.value, metrics=True)
         self._evict(oldest_kept)
+
+    def add_call_stats(self, stats: CallStats) -> None:
+        """Adds call statistics aggregated elsewhere (`rca.call_stats`), but where spans named a node."""
+        from rca.call_stats import count_call_stats  # it builds on this module
+
+        count_call_stats(self, stats)
 
     def _metric_nodes(self, batch: MetricBatch, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The graph node of each of `rows`: services by name, GPUs and hosts as resource nodes

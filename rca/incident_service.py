@@ -5,6 +5,12 @@ Webhook alerts are deduplicated by (fingerprint, startsAt), clustered into incid
 place, so a storable webhook never fails. An incident is re-ranked when alerts arrive or resolve,
 and when newer spans have moved its window on by at least one graph window since its last ranking
 (checked on reads of that incident and by `refresh_open`).
+
+Sources rca queries rather than receives (`rca.pull`, a Prometheus-compatible API) are pulled
+over the incident window and the history the ranker reads before every ranking, outside the graph
+lock; one that fails leaves the ranking to what rca has, and the ranking's `sources` says so.
+`refresh_open` first brings them up to date over the graph's retention, so the graph moves on with
+them as with pushed spans, and a ranking's own pull has at most the newest window left to fetch.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from rca.alerts import Alert, AlertStatus
@@ -31,6 +38,7 @@ from rca.incidents import (
 )
 from rca.incidents_clustering import AlertClusterer
 from rca.incidents_topology import Topology, topology_between
+from rca.pull import SPANS_OK, SourceStatus, TelemetryPull
 from rca.ranking import Ranker
 from rca.store import IncidentStore, Placement
 
@@ -66,7 +74,10 @@ class IncidentService:
         lookback_seconds: float = 300.0,
         clock: Callable[[], int] = time.time_ns,
         clusterer: AlertClusterer | None = None,
+        pulls: Sequence[TelemetryPull] = (),
+        history_seconds: float = 600.0,
     ) -> None:
+        """`history_seconds`: how far before an incident's window the ranker reads (and `pulls` fetch)."""
         self.store = store
         self.ranker = ranker
         self.graphs = graphs
@@ -76,6 +87,8 @@ class IncidentService:
         self._lock = threading.RLock()
         self._failed: dict[str, tuple[int, int]] = {}  # window of a ranking that failed, not retried
         self._topology: tuple[tuple[object, ...], Topology] | None = None  # the last one built, by its inputs
+        self.pulls = tuple(pulls)
+        self.history_ns = int(history_seconds * 1e9)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -142,12 +155,14 @@ class IncidentService:
         if incident is None:
             return None
         services = [a.service for a in self.store.alerts_of(incident_id)]
+        sources = self._pull(incident)
 
         def rank(graph: ServiceGraph) -> StoredRanking:
             start, end = incident_window(incident, newest_ns=graph.newest_ns, lookback_ns=self.lookback_ns)
             topology = self._topology_from(graph, incident.started_at_ns)
             nodes = tuple(dict.fromkeys(n for s in services for n in topology.nodes_for(s)))
-            return StoredRanking(self.ranker.rank(graph, alert_nodes=nodes, start_ns=start, end_ns=end), nodes)
+            ranking = self.ranker.rank(graph, alert_nodes=nodes, start_ns=start, end_ns=end)
+            return StoredRanking(replace(ranking, sources=sources), nodes)
 
         try:
             stored = self.graphs.read(rank)
@@ -158,6 +173,43 @@ class IncidentService:
         self._failed.pop(incident_id, None)
         self.store.save_ranking(incident_id, stored, self.clock())
         return stored
+
+    def _pull(self, incident: Incident) -> tuple[SourceStatus, ...]:
+        """Brings the graph up to date from every pulled source over the incident's window and the
+        history before it (within the graph's retention); never raises."""
+        if not self.pulls:
+            return (SPANS_OK,)
+        end, retention_ns = self._event_now()
+        if incident.ended_at_ns is not None:
+            end = min(end, incident.ended_at_ns)
+        start = max(incident.started_at_ns - self.lookback_ns - self.history_ns, end - retention_ns)
+        return self._pull_range(start, end, f"incident {incident.id}")
+
+    def pull_recent(self) -> tuple[SourceStatus, ...]:
+        """Brings the graph up to date from every pulled source over its retention; never raises."""
+        if not self.pulls:
+            return (SPANS_OK,)
+        end, retention_ns = self._event_now()
+        return self._pull_range(end - retention_ns, end, "the graph")
+
+    def _event_now(self) -> tuple[int, int]:
+        """Now in event time, and the graph's retention: one past the newest span where spans
+        arrive (replays stay in their own time), else the clock."""
+        now = self.clock()
+        spans, newest, retention_ns = self.graphs.read(
+            lambda g: (g.counts().spans, g.newest_ns, g.retention_windows * g.window_ns)
+        )
+        return (min(now, newest + 1) if spans else now), retention_ns
+
+    def _pull_range(self, start_ns: int, end_ns: int, what: str) -> tuple[SourceStatus, ...]:
+        statuses = [SPANS_OK]
+        for source in self.pulls:
+            try:
+                statuses.append(source.pull(start_ns, end_ns))
+            except Exception as exc:  # a source must never fail the ranking
+                log.exception("pulling %s for %s failed", source.name, what)
+                statuses.append(SourceStatus(source.name, False, f"pull failed: {exc}"))
+        return tuple(statuses)
 
     def _window(self, incident: Incident) -> tuple[int, int]:
         newest = self.graphs.read(lambda g: g.newest_ns)
@@ -179,7 +231,9 @@ class IncidentService:
         return (self._rank(incident.id) or stored) if self._due(incident, stored) else stored
 
     def refresh_open(self) -> int:
-        """Re-ranks the open incidents that are due; returns how many it ranked."""
+        """Brings the pulled sources up to date (outside the incidents' lock), then re-ranks the
+        open incidents that are due; returns how many it ranked."""
+        self.pull_recent()
         with self._lock:
             open_incidents = self.store.incidents(IncidentStatus.OPEN, limit=1000)
             stored = self.store.rankings([i.id for i in open_incidents], top=0)

@@ -5,8 +5,8 @@ that owns the graph.
 is visible to every later read (read-your-writes). The queue is bounded: when full, `submit`
 raises `Overloaded` at once and the receiver tells the client to retry. The writer takes every
 batch waiting (up to `COALESCE_SPANS` rows) into one graph update, spans before log records so that
-records join the spans sent beside them, then data points: the graph's cost per update is largely fixed, so bigger
-updates keep up with more concurrent exporters.
+records join the spans sent beside them, then data points and call statistics: the graph's cost per
+update is largely fixed, so bigger updates keep up with more concurrent exporters.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from typing import TypeVar
 
 import numpy as np
 
+from rca.call_stats import CallStats
 from rca.graph import ServiceGraph
 from rca.logs import LogBatch, concat_logs
 from rca.metrics import MetricBatch, concat_metrics
 from rca.spans import SpanBatch
 
 T = TypeVar("T")
-Batch = SpanBatch | LogBatch | MetricBatch
+Batch = SpanBatch | LogBatch | MetricBatch | CallStats
 RETRY_AFTER_SECONDS = 1
 COALESCE_SPANS = 65_536
 _INDEX_COLUMNS = ("service", "operation", "peer", "resource")
@@ -126,6 +127,7 @@ class Ingestor:
                 span_batches = [job.batch for job in work if isinstance(job.batch, SpanBatch)]
                 logs = [job.batch for job in work if isinstance(job.batch, LogBatch)]
                 points = [job.batch for job in work if isinstance(job.batch, MetricBatch)]
+                calls = [job.batch for job in work if isinstance(job.batch, CallStats)]
                 try:
                     with self._lock:
                         if span_batches:
@@ -134,6 +136,8 @@ class Ingestor:
                             self.graph.add_logs(concat_logs(logs))
                         if points:
                             self.graph.add_metrics(concat_metrics(points))
+                        for stats in calls:
+                            self.graph.add_call_stats(stats)
                 except Exception as exc:  # a bug in the graph must not kill ingest
                     error = exc
                 for job in work:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
+from rca.pull import SourceStatus
+
 if TYPE_CHECKING:
     from rca.graph import ServiceGraph
 
@@ -65,7 +67,8 @@ class SimultaneousRoot:
 @dataclass(frozen=True, slots=True)
 class Ranking:
     """Every candidate node, most probable first; probabilities sum to 1. `simultaneous` is
-    empty unless several roots at once explain the evidence better than one (best first)."""
+    empty unless several roots at once explain the evidence better than one (best first).
+    `sources` says which telemetry sources the ranking read and whether each answered."""
 
     start_ns: int
     end_ns: int
@@ -74,6 +77,7 @@ class Ranking:
     causes: tuple[Cause, ...]
     onset_ns: int | None = None  # where the change began, as the ranker located it
     simultaneous: tuple[SimultaneousRoot, ...] = ()
+    sources: tuple[SourceStatus, ...] = ()
 
 
 class Ranker(Protocol):
