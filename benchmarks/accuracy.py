@@ -1,9 +1,10 @@
 """`rca bench`: methods side by side on the same cases, through the real service path.
 
-rca's Bayesian ranker is measured end to end: each case's spans, then its log records (unless
-the signals are `traces` only), go to a live `rca serve` over OTLP/gRPC up to a minute past its
-first alert, its Alertmanager webhooks are POSTed, and the ranking is read from
-`GET /incidents/{id}/causes`. The peers rank the same spans in process, without the logs.
+rca's Bayesian ranker is measured end to end: each case's spans, then its log records and its
+data points (the `real` suite's and Nezha's cases have them) as far as the signals say, go to a live
+`rca serve` over OTLP/gRPC up to a minute past its first alert, its Alertmanager webhooks are
+POSTed, and the ranking is read from `GET /incidents/{id}/causes`. The peers rank the same spans
+in process, without the logs or metrics.
 Metrics follow RCAEval: AC@k is the share of cases whose root-cause service is among the top k
 (ranked services, duplicates dropped), Avg@5 the mean of AC@1..5; fault@1 is the share whose
 top cause has the true fault class (simulated cases only). Beside them rca's summary has
@@ -31,12 +32,16 @@ from benchmarks.peers import pagerank_ranking, threshold_ranking
 from benchmarks.rcaeval_peers import GRAPH_PEERS, SPAN_PEERS, prepare
 from benchmarks.serve_process import launch
 from ingest.otlp_encode import encode_batch, encode_log_batch
+from ingest.otlp_encode_metrics import encode_metric_batch
 from models.training import REPLAY_PAST_ALERT_NS
 from rca.graph import ServiceGraph
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 EXPORT_LOGS = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
-SIGNALS = ("traces+logs", "traces")  # what rca is sent; the first is the default
+EXPORT_METRICS = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+# What rca is sent: spans always, log records and data points where a case has them (the
+# `real` suite's cases and Nezha's have metrics). The first is the default.
+SIGNALS = ("traces+logs+metrics", "traces+logs", "traces+metrics", "traces")
 LOOKBACK_NS = 300 * 1_000_000_000
 START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
 PeerMethod = Callable[[ServiceGraph, Sequence[str], int, int], list[str]]
@@ -100,9 +105,12 @@ def _get(url: str) -> Any:
         return json.load(response)
 
 
-def _replay(export: Callable[..., bytes], export_logs: Callable[..., bytes], case: BenchCase) -> ServiceGraph:
-    """Sends the case's spans, then its log records, up to the cut over gRPC; returns the same
-    spans as a local graph."""
+Export = Callable[..., bytes]
+
+
+def _replay(export: Export, export_logs: Export, export_metrics: Export, case: BenchCase) -> ServiceGraph:
+    """Sends the case's spans, then its log records, then its data points, up to the cut over
+    gRPC, as `models.training.simulated_case` adds them; returns the same spans as a local graph."""
     cut = case.alert_ns + REPLAY_PAST_ALERT_NS
     local = ServiceGraph(retention_seconds=3600.0)
     for batch in case.batches:
@@ -113,6 +121,9 @@ def _replay(export: Callable[..., bytes], export_logs: Callable[..., bytes], cas
     for logs in case.logs:
         for message in encode_log_batch(logs.select(logs.time_ns < cut), max_records=4096):
             export_logs(message, timeout=30)
+    for points in case.metrics:
+        for message in encode_metric_batch(points.select(points.time_ns < cut), max_points=4096):
+            export_metrics(message, timeout=30)
     return local
 
 
@@ -156,12 +167,13 @@ def run_suite(
     try:
         with grpc.insecure_channel(listening["otlp_grpc"]) as channel:
             export, export_logs = channel.unary_unary(EXPORT), channel.unary_unary(EXPORT_LOGS)
+            export_metrics = channel.unary_unary(EXPORT_METRICS)
             api = f"http://{listening['http']}"
-            with_logs = signals == "traces+logs"
-            replayed = suite_cases(suite, START_NS, logs=with_logs)
+            sent = signals.split("+")
+            replayed = suite_cases(suite, START_NS, logs="logs" in sent, metrics="metrics" in sent)
             for case in tqdm(replayed, desc=f"bench {suite}", disable=not progress, unit="case"):
                 cases += 1
-                local = _replay(export, export_logs, case)
+                local = _replay(export, export_logs, export_metrics, case)
                 start, end = case.alert_ns - LOOKBACK_NS, case.alert_ns + REPLAY_PAST_ALERT_NS
                 rank: dict[str, int | None] = {}
                 top: dict[str, str | None] = {}

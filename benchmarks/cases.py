@@ -2,19 +2,22 @@
 
 Every case is moved to its own stretch of event time (an hour apart, beyond the graph's
 retention), so one `rca serve` replays a whole suite as live traffic would arrive. A case carries
-its spans and its log records, moved together so that records still join their spans.
+its spans, its log records and (the `real` suite: the simulator's real-deployment style) its data
+points, moved together so that records still join their spans.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rca.datasets.nezha import case_telemetry, default_root, load_cases, shift_batch, shift_logs
+from rca.datasets.nezha_metrics import case_metrics
 from rca.logs import LogBatch
+from rca.metrics import MetricBatch
 from rca.simulation import SCENARIOS, simulate
 from rca.spans import SpanBatch
 
@@ -37,6 +40,7 @@ class BenchCase:
     alert_ns: int  # the first alert's startsAt
     alert_services: tuple[str, ...]
     resolved: tuple[dict[str, object], ...]  # the notifications that end the case's alerts, sent after it
+    metrics: tuple[MetricBatch, ...] = ()  # data points, where the case has them
 
     @property
     def end_ns(self) -> int:
@@ -74,26 +78,35 @@ def nezha_webhook(case_id: str, service: str, starts_ns: int, ends_ns: int | Non
     }
 
 
-def case_name(scenario: str, seed: int, profile: str = "default") -> str:
-    """A simulated case's id in reports: `scenario#seed`, with `@profile` unless the default."""
-    return f"{scenario}#{seed}" + ("" if profile == "default" else f"@{profile}")
+def case_name(scenario: str, seed: int, profile: str = "default", style: str = "conventions") -> str:
+    """A simulated case's id in reports: `scenario#seed`, with `@profile` unless the default and
+    `+style` unless rca's own conventions."""
+    named = f"{scenario}#{seed}" + ("" if profile == "default" else f"@{profile}")
+    return named + ("" if style == "conventions" else f"+{style}")
 
 
 def simulated_cases(
-    scenarios: tuple[str, ...], seeds: tuple[int, ...], start_ns: int, logs: bool = True, profile: str = "default"
+    scenarios: tuple[str, ...],
+    seeds: tuple[int, ...],
+    start_ns: int,
+    logs: bool = True,
+    profile: str = "default",
+    style: str = "conventions",
+    metrics: bool = True,
 ) -> Iterator[BenchCase]:
-    """Each (seed, scenario) case of the generator `profile`, one after another in event time."""
+    """Each (seed, scenario) case of the generator `profile` in the telemetry `style`, one after
+    another in event time; with its log records and data points unless not `logs`/`metrics`."""
     cursor = start_ns
     for seed in seeds:
         for scenario in scenarios:
-            case = simulate(scenario, seed=seed, start_ns=cursor, profile=profile)
+            case = simulate(scenario, seed=seed, start_ns=cursor, profile=profile, style=style)
             truth = case.truth
             starts = [a["startsAt"] for w in case.webhooks for a in _alerts(w)]
             alert_ns = min(int(datetime.fromisoformat(str(s).replace("Z", "+00:00")).timestamp() * 1e9) for s in starts)
             firing = tuple(w for w in case.webhooks if w.get("status") == "firing")
             resolved = tuple(w for w in case.webhooks if w.get("status") == "resolved")
             yield BenchCase(
-                case_name(scenario, seed, profile),
+                case_name(scenario, seed, profile, style),
                 truth.fault,
                 truth.service,
                 truth.fault,
@@ -103,6 +116,7 @@ def simulated_cases(
                 alert_ns,
                 truth.alert_services,
                 resolved,
+                case.metrics if metrics else (),
             )
             cursor = truth.end_ns + GAP_NS
 
@@ -112,14 +126,21 @@ def _alerts(webhook: dict[str, object]) -> list[dict[str, object]]:
     return [a for a in alerts if isinstance(a, dict)] if isinstance(alerts, list) else []
 
 
-def nezha_cases(root: Path, start_ns: int, limit: int | None = None, logs: bool = True) -> Iterator[BenchCase]:
+def nezha_cases(
+    root: Path, start_ns: int, limit: int | None = None, logs: bool = True, metrics: bool = True
+) -> Iterator[BenchCase]:
+    """The Nezha dev cases, each with its baseline minutes before it; with the pods' metrics of
+    the same stretch of time (moved with the spans) unless not `metrics`."""
     cursor = start_ns
     for index, case in enumerate(load_cases(root)[:limit]):
         telemetry = case_telemetry(case, root, NEZHA_BASELINE_MINUTES, logs=logs)
         first = min(int(b.start_ns.min()) for b in telemetry.spans if len(b))
+        last = max(int(b.end_ns.max()) for b in telemetry.spans if len(b))
         offset = cursor - first
         moved = tuple(shift_batch(b, offset, 1000 + index) for b in telemetry.spans)
         moved_logs = tuple(shift_logs(b, offset, 1000 + index) for b in telemetry.logs)
+        points = case_metrics(case.trace_files[0].parent.parent, first, last) if metrics else None
+        moved_points = () if points is None else (replace(points, time_ns=points.time_ns + offset),)
         alert_ns = case.inject_ns + offset + NEZHA_ALERT_DELAY_NS
         entry = NEZHA_ENTRY.get(case.system, "frontend")
         yield BenchCase(
@@ -133,6 +154,7 @@ def nezha_cases(root: Path, start_ns: int, limit: int | None = None, logs: bool 
             alert_ns,
             (entry,),
             (nezha_webhook(case.case_id, entry, alert_ns, ends_ns=max(int(b.end_ns.max()) for b in moved)),),
+            moved_points,
         )
         cursor = max(int(b.end_ns.max()) for b in moved) + GAP_NS
 
@@ -147,12 +169,13 @@ SMOKE_SCENARIOS = (
     "boutique-call_structure",
 )
 SIM_SCENARIOS = tuple(s for s in SCENARIOS if not s.startswith("mesh1000"))
-SUITES = ("smoke", "sim", "shifted", "nezha", "full")
+REAL_SCENARIOS = tuple(s for s in SCENARIOS if s.startswith("llm-"))  # every LLM class, the generic ones on llm
+SUITES = ("smoke", "sim", "shifted", "real", "nezha", "full")
 
 
-def suite_cases(suite: str, start_ns: int, logs: bool = True) -> Iterator[BenchCase]:
-    """The cases of a suite (`SUITES`), with their log records unless not `logs`; Nezha cases only
-    where the shared datasets are present."""
+def suite_cases(suite: str, start_ns: int, logs: bool = True, metrics: bool = True) -> Iterator[BenchCase]:
+    """The cases of a suite (`SUITES`), with their log records and data points unless not
+    `logs`/`metrics`; Nezha cases only where the shared datasets are present."""
     root = default_root()
     has_nezha = (root / "nezha-dev" / "cases.json").exists()
     if suite == "smoke":
@@ -161,14 +184,18 @@ def suite_cases(suite: str, start_ns: int, logs: bool = True) -> Iterator[BenchC
         yield from simulated_cases(SIM_SCENARIOS, HELD_OUT_SEEDS, start_ns, logs)
     elif suite == "shifted":  # the differently configured generator: what a fit to the default cannot have seen
         yield from simulated_cases(SIM_SCENARIOS, HELD_OUT_SEEDS, start_ns, logs, profile="shifted")
+    elif suite == "real":  # as a real vLLM + DCGM + kubelet + node_exporter deployment emits it
+        yield from simulated_cases(REAL_SCENARIOS, HELD_OUT_SEEDS, start_ns, logs, style="real", metrics=metrics)
     elif suite == "nezha":
         if not has_nezha:
             raise FileNotFoundError(f"Nezha dataset absent: expected {root / 'nezha-dev'}")
-        yield from nezha_cases(root, start_ns, logs=logs)
+        yield from nezha_cases(root, start_ns, logs=logs, metrics=metrics)
     elif suite == "full":
         yield from simulated_cases(SIM_SCENARIOS, HELD_OUT_SEEDS, start_ns, logs)
         yield from simulated_cases(SIM_SCENARIOS, HELD_OUT_SEEDS, start_ns + 200 * GAP_NS, logs, profile="shifted")
+        real_start = start_ns + 300 * GAP_NS
+        yield from simulated_cases(REAL_SCENARIOS, HELD_OUT_SEEDS, real_start, logs, style="real", metrics=metrics)
         if has_nezha:
-            yield from nezha_cases(root, start_ns + 400 * GAP_NS, logs=logs)
+            yield from nezha_cases(root, start_ns + 400 * GAP_NS, logs=logs, metrics=metrics)
     else:
         raise ValueError(f"unknown suite {suite!r}; one of {', '.join(SUITES)}")

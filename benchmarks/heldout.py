@@ -1,7 +1,8 @@
 """The held-out evaluation in process: `python -m benchmarks.heldout [--profile default|shifted]
-[--seeds 101,102,103] [--scenarios PREFIX] [--params FILE] [--json FILE]`.
+[--style conventions|real] [--seeds 101,102,103] [--scenarios PREFIX] [--params FILE] [--json FILE]`.
 
-Each simulated scenario of the benchmark (`SIM_SCENARIOS`) at each held-out seed is turned into
+Each simulated scenario of the benchmark (`SIM_SCENARIOS`; with `--style real` the `real` suite's,
+`REAL_SCENARIOS`, as a real deployment emits them) at each held-out seed is turned into
 the evidence rca sees a minute past its first alert (`models.training.simulated_case`) and ranked
 with the shipped parameters (or `--params`), without the service around it. Scored as `rca
 bench` scores (`benchmarks.accuracy`): AC@k over the ranked services, duplicates dropped; fault@1
@@ -20,13 +21,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.accuracy import _position, calibration_line
-from benchmarks.cases import HELD_OUT_SEEDS, SIM_SCENARIOS, case_name
+from benchmarks.cases import HELD_OUT_SEEDS, REAL_SCENARIOS, SIM_SCENARIOS, case_name
 from models.health import HealthParams, load_params, params_version
 from models.params_file import read_params
 from models.ranker import BayesianRanker
 from models.training import simulated_case
 from rca.ranking import Fault
 from rca.simulation.profiles import PROFILES
+from rca.simulation.real_style import STYLES
 
 SIGNALS_SHOWN = 2  # a miss shows its top cause's strongest signals
 
@@ -46,16 +48,18 @@ class Scored:
     signals: tuple[str, ...]  # the top cause's strongest anomalous signals, strongest first
 
 
-def score_case(ranker: BayesianRanker, scenario: str, seed: int, profile: str = "default") -> Scored:
+def score_case(
+    ranker: BayesianRanker, scenario: str, seed: int, profile: str = "default", style: str = "conventions"
+) -> Scored:
     """The case's ranking by `ranker`, scored against every root of its truth."""
-    (evidence, alerts, _, _), truth = simulated_case(scenario, seed, profile=profile)
+    (evidence, alerts, _, _), truth = simulated_case(scenario, seed, profile=profile, style=style)
     causes = ranker.causes(evidence, alerts)
     services = [c.service for c in causes]
     places = [p for p in (_position(services, r.service) for r in truth.roots) if p is not None]
     top = causes[0] if causes else None
     strongest = sorted((e for e in top.evidence if e.score > 0), key=lambda e: -e.score) if top else []
     return Scored(
-        case=case_name(scenario, seed, profile),
+        case=case_name(scenario, seed, profile, style),
         fault=truth.fault,
         truth=tuple(dict.fromkeys(r.service for r in truth.roots)),
         place=min(places, default=None),
@@ -70,11 +74,15 @@ def score_case(ranker: BayesianRanker, scenario: str, seed: int, profile: str = 
 
 
 def evaluate(
-    scenarios: Sequence[str], seeds: Sequence[int], profile: str = "default", params: HealthParams | None = None
+    scenarios: Sequence[str],
+    seeds: Sequence[int],
+    profile: str = "default",
+    params: HealthParams | None = None,
+    style: str = "conventions",
 ) -> list[Scored]:
     """Every (seed, scenario) case scored, seed by seed, with `params` (default: the shipped)."""
     ranker = BayesianRanker(params=params or load_params())
-    return [score_case(ranker, scenario, seed, profile) for seed in seeds for scenario in scenarios]
+    return [score_case(ranker, scenario, seed, profile, style) for seed in seeds for scenario in scenarios]
 
 
 def summary(scored: Sequence[Scored]) -> dict[str, float]:
@@ -135,32 +143,34 @@ def _seeds(text: str) -> tuple[int, ...]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.heldout", description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", choices=tuple(PROFILES), default="default", help="the simulator's profile")
+    parser.add_argument("--style", choices=STYLES, default=STYLES[0], help="what the telemetry looks like")
     parser.add_argument("--seeds", type=_seeds, default=HELD_OUT_SEEDS, help="comma-separated (default 101,102,103)")
     parser.add_argument("--scenarios", default="", metavar="PREFIX", help="only the scenarios named so")
     parser.add_argument("--params", type=Path, help="health parameters (default: the shipped)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the table and every case here")
     args = parser.parse_args(argv)
-    scenarios = tuple(s for s in SIM_SCENARIOS if s.startswith(args.scenarios))
+    known = REAL_SCENARIOS if args.style == "real" else SIM_SCENARIOS
+    scenarios = tuple(s for s in known if s.startswith(args.scenarios))
     if not scenarios:
-        print(
-            f"heldout: no scenario starts with {args.scenarios!r}; known: {', '.join(SIM_SCENARIOS)}", file=sys.stderr
-        )
+        print(f"heldout: no scenario starts with {args.scenarios!r}; known: {', '.join(known)}", file=sys.stderr)
         return 2
     try:
         params = read_params(args.params) if args.params else load_params()
     except ValueError as exc:
         print(f"heldout: {exc}", file=sys.stderr)
         return 2
-    scored = evaluate(scenarios, args.seeds, args.profile, params)
+    scored = evaluate(scenarios, args.seeds, args.profile, params, args.style)
     named = f"{args.params}" if args.params else "shipped"
     title = (
-        f"held-out evaluation: profile {args.profile}, seeds {','.join(map(str, args.seeds))}, "
+        f"held-out evaluation: profile {args.profile}{'' if args.style == STYLES[0] else f', style {args.style}'}, "
+        f"seeds {','.join(map(str, args.seeds))}, "
         f"{len(scored)} cases ({len(scenarios)} scenarios), parameters {named} ({params_version(params)})"
     )
     print(report(scored, title))
     if args.json:
         out = {
             "profile": args.profile,
+            "style": args.style,
             "seeds": list(args.seeds),
             "scenarios": list(scenarios),
             "params": params_version(params),

@@ -7,8 +7,9 @@ resource's `service.name`; a GPU `gpu:{host}/{index}` as DCGM exporter labels (`
 `exported_pod` for its owner) under the resource `service.name` "dcgm-exporter"; a host
 `host:{name}` as node_exporter's `instance` label (its metric names start with `node_`). Gauges
 become gauges, cumulative and delta rows monotonic sums of that temporality, histogram rows
-histograms with their buckets where they have them. The original attributes are not kept, so
-series read back differ from the batch's own.
+histograms with their buckets where they have them. The original attributes are not kept; each
+point carries its series identity as the attribute `rca.series` (hex), so series that share a
+node (two pods of one service, per-NUMA-node counters) stay apart when read back.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, M
 from ingest.otlp_encode import SCOPE_NAME
 from rca.metrics import GPU_PREFIX, HOST_PREFIX, PLACED_GPU, PLACED_HOST, MetricBatch, MetricKind
 
+SERIES = "rca.series"
 DCGM_EXPORTER = "dcgm-exporter"
 NODE_EXPORTER = "node-exporter"
 CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
@@ -79,7 +81,16 @@ def _message(batch: MetricBatch, lo: int, hi: int) -> bytes:
     metrics: dict[tuple[Where, int, int], Metric] = {}
     columns = [
         c[lo:hi].tolist()
-        for c in (batch.node, batch.owner, batch.placement, batch.name, batch.kind, batch.time_ns, batch.start_ns)
+        for c in (
+            batch.node,
+            batch.owner,
+            batch.placement,
+            batch.name,
+            batch.kind,
+            batch.time_ns,
+            batch.start_ns,
+            batch.series,
+        )
     ]
     columns += [
         batch.value[lo:hi].tolist(),
@@ -87,7 +98,9 @@ def _message(batch: MetricBatch, lo: int, hi: int) -> bytes:
         batch.bucket_bounds[lo:hi],
         batch.bucket_counts[lo:hi],
     ]
-    for node, owner, placement, name, kind, time, start, value, count, bounds, buckets in zip(*columns, strict=True):
+    for node, owner, placement, name, kind, time, start, series, value, count, bounds, buckets in zip(
+        *columns, strict=True
+    ):
         where = (node, owner, placement)
         if where not in scopes:
             resource, point = _attributes(batch, where)
@@ -111,6 +124,7 @@ def _message(batch: MetricBatch, lo: int, hi: int) -> bytes:
             p.as_double = value
         p.time_unix_nano, p.start_time_unix_nano = time, start
         p.attributes.extend(labels)
+        p.attributes.add(key=SERIES).value.string_value = f"{series:016x}"
     return bytes(request.SerializeToString())
 
 

@@ -5,7 +5,10 @@ Training seeds are disjoint from the seeds the benchmark scores, only the defaul
 profile is used (the `shifted` one is kept for the benchmark), and no Nezha case is used, so the
 benchmark's figures are held-out figures. Each fault class gets about `CASES_PER_CLASS` cases:
 a scenario takes as many seeds of the pool as its class needs (at least `MIN_SEEDS`), so the
-classes with one scenario (most LLM faults) are not drowned by those with six.
+classes with one scenario (most LLM faults) are not drowned by those with six. The LLM scenarios
+are in the set twice: in rca's own span conventions and as a real deployment emits them (the
+simulator's `real` style: vLLM's spans and the scraped DCGM, vLLM, kubelet and node_exporter
+metrics), balanced the same way, so that the health model learns what metric rows say.
 """
 
 from __future__ import annotations
@@ -29,30 +32,34 @@ HISTORY_NS = 600 * 1_000_000_000
 REPLAY_PAST_ALERT_NS = 60 * 1_000_000_000  # what the benchmark replays past the first alert
 # one root per case: the overlapping-fault scenarios' second root would be a mislabelled cause
 TRAINING_SCENARIOS = tuple(s for s in SCENARIOS if not s.startswith("mesh1000") and not s.endswith("-double"))
+REAL_STYLE_TOPOLOGY = "llm-"  # the scenarios also trained in the real-deployment style
 
 
 def training_case(
-    scenario: str, seed: int, *, every_network_node: bool = False, profile: str = "default"
+    scenario: str, seed: int, *, every_network_node: bool = False, profile: str = "default", style: str = "conventions"
 ) -> Case:
     """The evidence rca sees when the case's first alert arrives, with its truth; with
     `every_network_node`, quiet network nodes too (for fitting: see `extract_evidence`); `profile`
-    names the simulator's profile (held-out evaluation only: training uses the default)."""
-    return simulated_case(scenario, seed, every_network_node=every_network_node, profile=profile)[0]
+    names the simulator's profile (held-out evaluation only: training uses the default), `style`
+    what its telemetry looks like (`rca.simulation.simulate`)."""
+    return simulated_case(scenario, seed, every_network_node=every_network_node, profile=profile, style=style)[0]
 
 
 def simulated_case(
-    scenario: str, seed: int, *, every_network_node: bool = False, profile: str = "default"
+    scenario: str, seed: int, *, every_network_node: bool = False, profile: str = "default", style: str = "conventions"
 ) -> tuple[Case, Truth]:
     """`training_case` with the simulation's whole truth (`Truth.roots`: both roots of an
     overlapping-fault scenario), for held-out scoring (`benchmarks.heldout`)."""
-    case = simulate(scenario, seed=seed, profile=profile)
+    case = simulate(scenario, seed=seed, profile=profile, style=style)
     graph = ServiceGraph(retention_seconds=3600.0)
     alert_ns = min(parse_rfc3339_ns(str(a["startsAt"])) or 0 for w in case.webhooks for a in w["alerts"])  # type: ignore[attr-defined]
     cut_ns = alert_ns + REPLAY_PAST_ALERT_NS
-    for batch in case.batches:  # what the benchmark replays before its webhook, spans then logs
+    for batch in case.batches:  # what the benchmark replays before its webhook: spans, logs, data points
         graph.add(batch.select(batch.start_ns < cut_ns))
     for logs in case.logs:
         graph.add_logs(logs.select(logs.time_ns < cut_ns))
+    for points in case.metrics:
+        graph.add_metrics(points.select(points.time_ns < cut_ns))
     end_ns = graph.newest_ns + 1
     evidence = extract_evidence(
         graph,
@@ -74,6 +81,20 @@ def training_plan(
     return [(s, seed) for i, seed in enumerate(seeds) for s in scenarios if i < take[s]]
 
 
+def real_style_plan(
+    scenarios: Sequence[str] = TRAINING_SCENARIOS, seeds: Sequence[int] = TRAINING_SEEDS
+) -> list[tuple[str, int]]:
+    """The (scenario, seed) pairs trained in the real-deployment style: the training plan of the
+    LLM scenarios among `scenarios`."""
+    llm = [s for s in scenarios if s.startswith(REAL_STYLE_TOPOLOGY)]
+    return training_plan(llm, seeds) if llm else []
+
+
 def training_cases(scenarios: Sequence[str] = TRAINING_SCENARIOS, seeds: Sequence[int] = TRAINING_SEEDS) -> list[Case]:
-    """Every case of the training plan (`training_plan`), quiet network nodes included."""
-    return [training_case(s, seed, every_network_node=True) for s, seed in training_plan(scenarios, seeds)]
+    """Every case of the training plan (`training_plan`), then the real-deployment style's
+    (`real_style_plan`), quiet network nodes included."""
+    conventions = [training_case(s, seed, every_network_node=True) for s, seed in training_plan(scenarios, seeds)]
+    real = [
+        training_case(s, seed, every_network_node=True, style="real") for s, seed in real_style_plan(scenarios, seeds)
+    ]
+    return conventions + real

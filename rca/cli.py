@@ -96,17 +96,31 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--profile", default="default", help="generator profile: default, or shifted (differently configured)"
     )
+    simulate.add_argument(
+        "--style",
+        choices=("conventions", "real"),
+        default="conventions",
+        help="conventions: rca's own LLM span conventions (default); real: what vLLM, DCGM, kubelet and "
+        "node_exporter emit (vLLM's spans and scraped metrics)",
+    )
     simulate.add_argument("--list", action="store_true", help="print the scenario names and exit")
     bench = sub.add_parser("bench", help="methods side by side on the same cases (or: bench ingest, bench scale)")
     bench.add_argument(
-        "--suite", default="smoke", help="smoke (CI, < 2 min), sim, shifted, nezha or full (default smoke)"
+        "--suite",
+        default="smoke",
+        help="smoke (CI, < 2 min), sim, shifted, real (the LLM scenarios as a real deployment emits them), "
+        "nezha or full (default smoke)",
     )
     bench.add_argument(
         "--methods",
         default="rca,threshold,pagerank",
         help="comma-separated (default rca,threshold,pagerank); the bench extra adds baro,nsigma,microrank,tracerca",
     )
-    bench.add_argument("--signals", default="traces+logs", help="what rca is sent: traces+logs (default) or traces")
+    bench.add_argument(
+        "--signals",
+        default="traces+logs+metrics",
+        help="what rca is sent: traces+logs+metrics (default: what a case has), traces+logs, traces+metrics, traces",
+    )
     bench.add_argument("--report", metavar="FILE", help="write the JSON report here")
     bench.add_argument("--plot", metavar="FILE", help="draw AC@k per method and fault type (.png or .svg)")
     bench_sub = bench.add_subparsers(dest="bench_command")
@@ -135,7 +149,7 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
     from rca.compose import simulate_case
 
-    return simulate_case(args.scenario, Path(args.out), args.seed, args.rate, profile=args.profile)
+    return simulate_case(args.scenario, Path(args.out), args.seed, args.rate, profile=args.profile, style=args.style)
 
 
 def _exit_now(code: int) -> NoReturn:

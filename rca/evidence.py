@@ -25,6 +25,7 @@ from rca.evidence_logs import log_rows
 from rca.evidence_metrics import metric_rows
 from rca.evidence_rows import Labels, Rows, binomial_score, find_sorted, merge_rows, per_window_mean
 from rca.graph import NodeKind, ServiceGraph
+from rca.metrics import GPU_PREFIX, HOST_PREFIX
 from rca.ranking import Fault
 from rca.series import SeriesCache, WindowSeries, window_series
 
@@ -258,6 +259,7 @@ def extract_evidence(
     pairs = _edge_pairs(x)
     pairs = pairs[(pairs[:, 1] < base) | np.isin(pairs[:, 1], loud)]
     nodes = [r.node[r.node < base] for r, _ in rows.values()]
+    pairs = np.concatenate([pairs, _ownership_pairs(graph, np.unique(np.concatenate(nodes)), pairs)])
     present = np.unique(np.concatenate([*nodes, loud, pairs.reshape(-1)]))
     n = present.shape[0]
     score = np.full((n, N_FAULTS), np.nan)
@@ -310,6 +312,26 @@ def extract_evidence(
         edges=np.searchsorted(present, pairs).astype(np.int64).reshape(-1, 2),
         communicator=communicators(x, present, pairs),
     )
+
+
+def _ownership_pairs(graph: ServiceGraph, measured: Index, pairs: Index) -> Index:
+    """Owner → node pairs for the resource nodes among `measured` that no span links: a GPU seen
+    only in metrics hangs under the service owning it, a host under the owners of its GPUs (a
+    fault there reaches them as a callee's does its callers)."""
+    names = graph.names
+    linked = set(pairs[:, 1].tolist())
+    out: list[tuple[int, int]] = []
+    for node in measured.tolist():
+        if node in linked or names.kinds[node] is not NodeKind.RESOURCE:
+            continue
+        name = names.nodes[node]
+        if name.startswith(HOST_PREFIX):
+            gpus = f"{GPU_PREFIX}{name.removeprefix(HOST_PREFIX)}/"
+            owners = {names.owners[g] for g, text in enumerate(names.nodes) if text.startswith(gpus)}
+            out += [(owner, node) for owner in sorted(owners) if names.kinds[owner] is NodeKind.SERVICE]
+        elif names.owners[node] != node:
+            out.append((names.owners[node], node))
+    return np.asarray(out, np.int64).reshape(-1, 2)
 
 
 def _edge_pairs(x: _Extractor) -> Index:

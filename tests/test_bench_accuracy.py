@@ -21,7 +21,7 @@ from rca.logs import LogBatch
 def test_smoke_suite_report_has_the_contract_shape_and_rca_leads(tmp_path: Path) -> None:
     report, breakdown, per_case = run_suite("smoke", ["rca", "threshold", "pagerank"], progress=False)
     assert report["suite"] == "smoke" and report["cases"] == len(SMOKE_SCENARIOS)
-    assert report["signals"] == "traces+logs"  # the default: spans and log records both sent
+    assert report["signals"] == "traces+logs+metrics"  # the default: whatever the cases have
     assert set(report["methods"]) == {"rca", "threshold", "pagerank"}
     for method, scores in report["methods"].items():  # the contract's keys; rca's calibration beside them
         extra = {"mean_top1_probability"} if method == "rca" else set()
@@ -94,7 +94,8 @@ def test_replay_sends_the_spans_then_the_log_records_before_the_cut() -> None:
 
         return export
 
-    _replay(recorder("traces"), recorder("logs"), replace(case, logs=(logs, logs.select(logs.time_ns > cut))))
+    both_sides = replace(case, logs=(logs, logs.select(logs.time_ns > cut)))
+    _replay(recorder("traces"), recorder("logs"), recorder("metrics"), both_sides)
     signals = [signal for signal, _ in sent]
     assert signals == sorted(signals, reverse=True) and signals[-1] == "logs"  # all spans first
     bodies = [b for signal, m in sent if signal == "logs" for b in decode_logs_protobuf(m).batch.body]

@@ -36,6 +36,7 @@ from ingest.otlp_metrics import (
     parse_metrics_request,
 )
 from ingest.otlp_metrics_json import MAX_VALUE_DEPTH, decode_metrics_json
+from rca.graph import ServiceGraph
 from rca.metric_measures import quantile
 from rca.metric_rows import BUCKETS_MISMATCH, MetricRows
 from rca.metrics import (
@@ -564,3 +565,20 @@ def test_what_the_opentelemetry_sdk_exports_decodes(temporality: AggregationTemp
         assert bounds is not None and counts is not None and bounds[:4] == (0.0, 5.0, 10.0, 25.0)
         assert counts[:5] == (0, 1, 1, 0, 1) and sum(counts) == 3
         assert got[("gpu.dram.utilization", "gpu:gpu-node-1/0", 0.93)][2:4] == (None, PLACED_GPU)
+
+
+def test_series_sharing_a_node_stay_apart_through_the_encoder() -> None:
+    """Two pods of one service: their counters are two series, and their rates survive a replay."""
+    built = MetricRows()
+    for k in range(4):
+        for pod, per_second in (("cart-5f6585d649-fnmft", 1.0), ("cart-5f6585d649-x2x4z", 0.1)):
+            t = T0 + k * 10**10
+            built.add("container_cpu_usage_seconds_total", C, {}, {"pod": pod}, t, S0, per_second * (t - S0) / 1e9)
+    batch = built.build().batch
+    replayed = [decode_metrics_protobuf(chunk).batch for chunk in encode_metric_batch(batch)]
+    assert len(np.unique(np.concatenate([b.series for b in replayed]))) == 2
+    graph = ServiceGraph()
+    for b in replayed:
+        graph.add_metrics(b)
+    _, sums, _ = graph.aggregate(0, graph.newest_ns + 1).metrics.view()
+    assert sums[:, 1].sum() / sums[:, 0].sum() == pytest.approx((1.0 + 0.1) / 2)

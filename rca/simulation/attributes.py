@@ -1,8 +1,9 @@
 """Span attributes a real deployment sets beyond the signals a `SpanBatch` holds (contract
 section 6): each NCCL span's communicator (`nccl.comm_id`, one per engine replica), rank, op and,
-for point-to-point sends, peer rank; and which of the contract's equivalent spellings the case's
-profile uses (`gen_ai.usage.prompt_tokens` or `input_tokens`, an `x-priority` header or
-`gen_ai.request.priority`). `rca simulate` writes them into its trace files."""
+for point-to-point sends, peer rank; the request attributes vLLM sets on its `llm_request` spans
+in the real-deployment style (`RequestAttributes`); and which of the contract's equivalent
+spellings the case's profile uses (`gen_ai.usage.prompt_tokens` or `input_tokens`, an
+`x-priority` header or `gen_ai.request.priority`). `rca simulate` writes them into its trace files."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ _TOKEN_NAMES = {
     "gen_ai.usage.input_tokens": "gen_ai.usage.prompt_tokens",
     "gen_ai.usage.output_tokens": "gen_ai.usage.completion_tokens",
 }
-Value = str | int | tuple[str, ...]
+Value = str | int | float | tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +41,44 @@ class NcclSpans:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestAttributes:
+    """vLLM's own attributes of its `llm_request` spans beyond the signals, by span id (sorted):
+    request id, inference time, and the request parameters vLLM records only when set (a
+    `max_tokens` of 0, a `temperature` of 0 and a `top_p` of 0 are left out, as vLLM does)."""
+
+    span_id: npt.NDArray[np.uint64]
+    request_id: tuple[str, ...]
+    inference_s: npt.NDArray[np.float64]
+    max_tokens: npt.NDArray[np.int64]
+    temperature: npt.NDArray[np.float64]
+    top_p: npt.NDArray[np.float64]
+
+    def of(self, span_id: int) -> dict[str, Value]:
+        i = int(np.searchsorted(self.span_id, np.uint64(span_id)))
+        if i >= self.span_id.shape[0] or int(self.span_id[i]) != span_id:
+            return {}
+        out: dict[str, Value] = {
+            "gen_ai.latency.time_in_model_inference": float(self.inference_s[i]),
+            "gen_ai.request.id": self.request_id[i],
+            "gen_ai.request.n": 1,
+        }
+        if self.max_tokens[i]:
+            out["gen_ai.request.max_tokens"] = int(self.max_tokens[i])
+        if self.temperature[i]:
+            out["gen_ai.request.temperature"] = float(self.temperature[i])
+        if self.top_p[i]:
+            out["gen_ai.request.top_p"] = float(self.top_p[i])
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class SpanAttributes:
     nccl: NcclSpans  # sorted by span id
     comm_ids: tuple[str, ...]
     ops: tuple[str, ...]
     prompt_tokens: bool  # spell token counts gen_ai.usage.prompt_tokens / completion_tokens
     priority_header: bool  # mark urgency with the x-priority header, not gen_ai.request.priority
+    requests: RequestAttributes | None = None  # vLLM's request attributes (the real-deployment style)
 
     @staticmethod
     def of(
@@ -57,10 +90,10 @@ class SpanAttributes:
         return SpanAttributes(rows, comm_ids, ops, tokens == "prompt_tokens", priority == "header")
 
     def extra(self, span_id: int) -> dict[str, Value]:
-        """The NCCL attributes of the span `span_id` (none for other spans)."""
+        """The NCCL or vLLM request attributes of the span `span_id` (none for other spans)."""
         i = int(np.searchsorted(self.nccl.span_id, np.uint64(span_id)))
         if i >= self.nccl.span_id.shape[0] or int(self.nccl.span_id[i]) != span_id:
-            return {}
+            return {} if self.requests is None else self.requests.of(span_id)
         out: dict[str, Value] = {
             "nccl.comm_id": self.comm_ids[int(self.nccl.comm[i])],
             "nccl.op": self.ops[int(self.nccl.op[i])],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rca.logs import LogBatch
+from rca.metrics import MetricBatch
 from rca.simulation.attributes import SpanAttributes
 from rca.spans import SpanBatch
 
@@ -32,7 +33,7 @@ class Truth:
     seed: int
     topology: str
     fault: str  # one of the contract's FAULT names
-    node: str  # the graph node of the cause (a service, or a `gpu:{host}/{gpu.id}` resource node)
+    node: str  # the graph node of the cause (a service, or a `gpu:{host}/{gpu}` or `host:{host}` resource node)
     service: str  # the service owning that node
     inject_ns: int
     end_ns: int
@@ -42,14 +43,15 @@ class Truth:
     layout: str  # the LLM deployment, `tp{degree}x{replicas}`; empty elsewhere
     hot_services: tuple[str, ...]  # busy but healthy throughout
     roots: tuple[Root, ...]
+    style: str = "conventions"  # what the telemetry looks like (`real_style.STYLES`)
 
 
 @dataclass(frozen=True, slots=True)
 class SimulatedCase:
-    """Spans and log records in event-time order (chunks of `BATCH_SECONDS`), Alertmanager v4
-    webhook bodies in send order and the event time each is sent at (`webhook_times_ns`, same
-    order), and what the spans carry beyond their signals (`attributes`). Every span and record
-    lies in [start_ns, end_ns)."""
+    """Spans, log records and data points in event-time order (chunks of `BATCH_SECONDS`; no data
+    points in the conventions style), Alertmanager v4 webhook bodies in send order and the event
+    time each is sent at (`webhook_times_ns`, same order), and what the spans carry beyond their
+    signals (`attributes`). Every span, record and point lies in [start_ns, end_ns)."""
 
     truth: Truth
     batches: tuple[SpanBatch, ...]
@@ -59,6 +61,7 @@ class SimulatedCase:
     start_ns: int
     end_ns: int
     attributes: SpanAttributes
+    metrics: tuple[MetricBatch, ...] = ()
 
     @property
     def spans(self) -> int:
@@ -67,3 +70,7 @@ class SimulatedCase:
     @property
     def log_records(self) -> int:
         return sum(len(b) for b in self.logs)
+
+    @property
+    def data_points(self) -> int:
+        return sum(len(b) for b in self.metrics)

@@ -20,7 +20,13 @@ from rca.simulation.attributes import NcclSpans
 from rca.simulation.calltree import CallTree, expand, fault_hits
 from rca.simulation.columns import SpanColumns
 from rca.simulation.conditions import Conditions
-from rca.simulation.engines import add_worker_spans, request_signals, sample_engines, worker_span_count
+from rca.simulation.engines import (
+    EngineRequests,
+    add_worker_spans,
+    request_signals,
+    sample_engines,
+    worker_span_count,
+)
 from rca.simulation.faults import LLM_FAULTS, CallChange, FaultPlan, Mode
 from rca.simulation.invocations import Attempt, Invocations
 from rca.simulation.topology import CompiledTopology
@@ -58,10 +64,10 @@ def generate_invocations(
     hiccups: Hiccups,
     rng: np.random.Generator,
     conditions: Conditions | None = None,
-) -> tuple[SpanBatch, Invocations, NcclSpans]:
+) -> tuple[SpanBatch, Invocations, NcclSpans, list[EngineRequests]]:
     """Every span of the case (its roots `plans`, its healthy levels `conditions`, by default the
-    topology as written), sorted by start time, the invocations they came from, and the NCCL
-    spans' communicators and ranks."""
+    topology as written), sorted by start time, the invocations they came from, the NCCL spans'
+    communicators and ranks, and each engine replica's requests (the per-rank truth)."""
     conditions = conditions or Conditions.neutral(ct)
     arrivals = traffic.arrivals(rng)
     roots = rng.choice(ct.entry_ops, size=arrivals.shape[0], p=ct.entry_weights)
@@ -155,7 +161,7 @@ def generate_invocations(
     )
     ids = _ids(rng, worker_span_count(engines))
     nccl = add_worker_spans(columns, engines, start, trace_ids[tree.trace], span_id, ids)
-    return columns.build(), invocations, nccl
+    return columns.build(), invocations, nccl, engines
 
 
 def _durations(

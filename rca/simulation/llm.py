@@ -45,6 +45,7 @@ class LlmRequests:
     duration_s: Array
     signals: dict[Signal, Array]  # of the `llm_request` spans
     sub: tuple[SubSpan, ...]
+    device_s: Array  # (requests, ranks): each rank's time on its GPU (its compute less the host side)
 
 
 def _ln(rng: np.random.Generator, median: float | Array, sigma: float, shape: int | tuple[int, int]) -> Array:
@@ -112,7 +113,8 @@ def sample_requests(
         decode[:, r] *= np.where(gpu, f.size, 1.0) * np.where(kv, np.sqrt(f.size), 1.0)
         prefill[:, r] *= np.where(gpu, 1 + 0.2 * (f.size - 1), 1.0)
         host[:, r] *= np.where(numa, f.size, 1.0)
-    compute = prefill + decode * (1 - levels.host_share) + host
+    device = prefill + decode * (1 - levels.host_share)
+    compute = device + host
     step = compute.max(axis=1)
     slowdown = step / healthy.max(axis=1)  # a straggler fills the batch: everyone queues longer
     ordinary = levels.queue_s * busy**2 * slowdown**1.5 * rng.lognormal(0.0, 0.6, n)
@@ -149,7 +151,7 @@ def sample_requests(
         Signal.INPUT_TOKENS: tokens_in,
         Signal.OUTPUT_TOKENS: tokens_out,
     }
-    return LlmRequests(total, signals, tuple(sub))
+    return LlmRequests(total, signals, tuple(sub), device)
 
 
 def _collectives(

@@ -8,6 +8,7 @@ from functools import cache
 
 import numpy as np
 
+from rca.metrics import MetricBatch
 from rca.ranking import Fault
 from rca.simulation.alerts import decide_alerts, notifications
 from rca.simulation.attributes import SpanAttributes
@@ -20,6 +21,7 @@ from rca.simulation.generator import generate_invocations
 from rca.simulation.logs import log_chunks, write_logs
 from rca.simulation.mesh import mesh
 from rca.simulation.profiles import PROFILES, Profile, profile_named
+from rca.simulation.real_style import STYLES, metric_chunks, real_root, real_telemetry
 from rca.simulation.topologies import LlmLayout, boutique, llm
 from rca.simulation.topology import CompiledTopology
 from rca.simulation.traffic import Hiccups, Traffic
@@ -29,6 +31,7 @@ ANCHOR_NS = 1_767_571_200 * 1_000_000_000  # 2026-01-05T00:00:00Z
 _ANCHOR_SPREAD_S = 30 * 86_400
 _RECOVERY_S = 120  # traffic after the fault, for the resolved notifications
 _LOG_STREAM = 1  # the log writer's own random stream
+_REAL_STREAM = 2  # the real-deployment style's own (the case's physics stay those of the default style)
 
 TOPOLOGIES = ("llm", "boutique", "mesh200", "mesh1000")
 _GENERIC = (Fault.LATENCY, Fault.ERRORS, Fault.CALL_STRUCTURE)
@@ -109,10 +112,15 @@ def simulate(
     start_ns: int | None = None,
     rate: float | None = None,
     profile: str = "default",
+    style: str = "conventions",
 ) -> SimulatedCase:
     """One case: ~6 min of normal traffic, the fault for ~4 min, 2 min of recovery; `rate` is the
     mean requests per second (default: the topology's times the profile's draw, ~20-60k spans a
-    case). Every level, size and layout is drawn from `profile`. Deterministic per seed."""
+    case). Every level, size and layout is drawn from `profile`. `style` is what the telemetry
+    looks like: rca's own span conventions, or what a real deployment emits (`real_style`: vLLM's
+    spans and scraped metrics, from the same requests). Deterministic per seed."""
+    if style not in STYLES:
+        raise ValueError(f"unknown style {style!r}; known: {', '.join(STYLES)}")
     topology, fault, variant = parse(scenario)
     drawn = profile_named(profile)
     key = zlib.crc32(scenario.encode())
@@ -132,7 +140,7 @@ def simulate(
     conditions = Conditions.draw(ct, drawn, rng)
     noisy = [ct.service_index[s] for s in ct.topology.noisy]
     hiccups = Hiccups.draw(noisy, start, stop, rng, drawn.hiccups, (drawn.hiccup_factor.lo, drawn.hiccup_factor.hi))
-    batch, invocations, nccl = generate_invocations(ct, plans, traffic, hiccups, rng, conditions)
+    batch, invocations, nccl, engines = generate_invocations(ct, plans, traffic, hiccups, rng, conditions)
     comm_ids = tuple(e.comm_id for e in ct.topology.engines)
     attributes = SpanAttributes.of(nccl, comm_ids, NCCL_OPS, drawn.token_keys, drawn.priority_encoding)
     alerts = decide_alerts(batch, ct.topology.user_facing, inject, end, rng)
@@ -140,23 +148,32 @@ def simulate(
     log_rng = np.random.default_rng([seed, key, list(PROFILES).index(profile), _LOG_STREAM])
     log_plan = next((p for p in plans if p.fault not in LLM_FAULTS), plan)
     logs = write_logs(ct, log_plan, invocations, start, stop, log_rng)
+    roots = tuple((p.node, p.service) for p in plans)
+    metrics: tuple[MetricBatch, ...] = ()
+    if style == "real":
+        real_rng = np.random.default_rng([seed, key, list(PROFILES).index(profile), _REAL_STREAM])
+        real = real_telemetry(ct, plans, conditions, batch, invocations, engines, traffic, real_rng)
+        batch, attributes, metrics = real.spans, real.attributes, metric_chunks(real.metrics, start, BATCHSECONDS)
+        roots = tuple(real_root(ct, p) for p in plans)
     truth = Truth(
         scenario=scenario,
         seed=seed,
         topology=topology,
         fault=str(fault),
-        node=plan.node,
-        service=plan.service,
+        node=roots[0][0],
+        service=roots[0][1],
         inject_ns=inject,
         end_ns=end,
         alert_services=tuple(dict.fromkeys(a.service for a in alerts)),
-        services=len(ct.services),
+        services=len(ct.services) - (sum(len(e.workers) for e in ct.topology.engines) if style == "real" else 0),
         profile=profile,
         layout=layout.label if layout else "",
         hot_services=conditions.hot,
         roots=tuple(
-            Root(p.node, str(p.fault), p.service, p.magnitude, p.inject_ns, p.end_ns, str(p.mode)) for p in plans
+            Root(node, str(p.fault), service, p.magnitude, p.inject_ns, p.end_ns, str(p.mode))
+            for p, (node, service) in zip(plans, roots, strict=True)
         ),
+        style=style,
     )
     return SimulatedCase(
         truth=truth,
@@ -167,4 +184,5 @@ def simulate(
         attributes=attributes,
         start_ns=start,
         end_ns=max(stop, int(batch.end_ns.max()) + 1, int(logs.time_ns.max(initial=0)) + 1),
+        metrics=metrics,
     )
