@@ -161,9 +161,7 @@ def _several_roots(
     )
 
 
-def _evidence(
-    evidence: NodeEvidence, rows: list[int], classes: npt.NDArray[np.int64]
-) -> list[tuple[Evidence, ...]]:
+def _evidence(evidence: NodeEvidence, rows: list[int], classes: npt.NDArray[np.int64]) -> list[tuple[Evidence, ...]]:
     """The measured signals of each row: the signal of the row's reported class first, then the
     strongest others (finite values only: JSON has no NaN). Selected as arrays, then made into
     objects in one pass (every candidate has some)."""
