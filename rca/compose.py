@@ -38,6 +38,7 @@ from rca.graph import ServiceGraph
 from rca.graphview import Window, graph_between
 from rca.incident_service import IncidentService
 from rca.ingestion import Ingestor
+from rca.metric_table import MetricTable
 from rca.pull import TelemetryPull
 from rca.receiving import SpanSink
 from rca.simulation import simulate
@@ -77,7 +78,11 @@ class Service:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.graph = ServiceGraph(window_seconds=settings.window_seconds, retention_seconds=settings.retention_seconds)
+        self.graph = ServiceGraph(
+            window_seconds=settings.window_seconds,
+            retention_seconds=settings.retention_seconds,
+            metric_table=MetricTable.default(settings.metric_rules),
+        )
         self.ingestor = Ingestor(self.graph, queue_size=settings.ingest_queue)
         self.metrics = ServiceMetrics()
         self.sink = SpanSink(self.ingestor, decode_seconds=self.metrics.decode_seconds.observe)

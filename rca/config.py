@@ -6,6 +6,9 @@ holds keys at top level, or under a ``[serve]`` table, or both (a key may appear
 keys are the field names, the flag spelling with dashes (``otlp-grpc``) is accepted too.
 Unknown flag or file keys are errors; unknown ``RCA_*`` variables are ignored, and an empty
 variable counts as unset. Errors are `ConfigError` and name the key and where it came from.
+
+The file alone may hold a ``[metrics]`` table whose ``[[metrics.map]]`` entries extend or override
+the built-in metric table (`rca.metric_table`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rca.metric_table import MetricRule, parse_rules
 
 
 class ConfigError(ValueError):
@@ -82,6 +87,7 @@ class Settings:
     params: Path | None = None  # the health-model parameters; None: the shipped ones
     prometheus_url: str | None = None  # a Prometheus-compatible query API rankings also read
     prometheus_timeout_seconds: float = 2.0
+    metric_rules: tuple[MetricRule, ...] = ()  # the config file's [metrics] map entries
 
     def listens_beyond_loopback(self) -> bool:
         """Whether any listener is reachable from other hosts."""
@@ -191,6 +197,22 @@ flag_help: Mapping[str, str] = {
 }
 
 
+METRIC_RULES = "metric_rules"
+
+
+def _metric_rules(table: object, path: Path) -> tuple[MetricRule, ...]:
+    """The entries of the file's ``[metrics]`` table (only ``map`` in it)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"'metrics' in {path} must be a table")
+    unknown = set(table) - {"map"}
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(sorted(unknown))} in [metrics] of {path} (expected map)")
+    try:
+        return parse_rules(table.get("map", []), f"[metrics] map in {path}")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def _read_file(path: Path) -> dict[str, object]:
     try:
         with path.open("rb") as fh:
@@ -201,6 +223,7 @@ def _read_file(path: Path) -> dict[str, object]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML in {path}: {exc}") from None
+    rules = _metric_rules(data.pop("metrics"), path) if "metrics" in data else ()
     serve = data.pop("serve", {})
     if not isinstance(serve, dict):
         raise ConfigError(f"'serve' in {path} must be a table")
@@ -214,6 +237,7 @@ def _read_file(path: Path) -> dict[str, object]:
         if name in values:
             raise ConfigError(f"key {name!r} given twice in {path}")
         values[name] = value
+    values[METRIC_RULES] = rules  # not a setting of flags or variables: the file's alone
     return values
 
 
@@ -248,7 +272,9 @@ def load_settings(flags: Mapping[str, str | None], environ: Mapping[str, str]) -
             values[name], sources[name] = convert(raw), source
         except ValueError as exc:
             raise ConfigError(f"invalid value for {name} (from {source}): {exc}") from None
-    settings = Settings(**values)
+    rules = in_file.get(METRIC_RULES, ())
+    assert isinstance(rules, tuple)
+    settings = Settings(**values, metric_rules=rules)
     if settings.retention_seconds < settings.window_seconds:
         raise ConfigError(
             f"retention_seconds ({settings.retention_seconds:g}, from "
