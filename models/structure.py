@@ -2,11 +2,12 @@
 
 Faults propagate callee → caller. The candidates are the alerting nodes and every node they
 depend on (reachable along caller → callee edges). Besides the root itself, a root's fault shows
-on five kinds of other nodes (`Relation`): its ancestors (the candidates that reach it: callers
+on six kinds of other nodes (`Relation`): its ancestors (the candidates that reach it: callers
 on the way to an alerting node); the uninstrumented callees whose only evidence is the root's own
 client spans; its siblings (called by one of its callers: replicas that take shed load); the
-network nodes of its callees, measured by its own client calls; and the ranks of its
-communicator (`NodeEvidence.communicator`), which wait for it in every collective.
+network nodes of its callees, measured by its own client calls; the ranks of its communicator
+(`NodeEvidence.communicator`), which wait for it in every collective; and the other GPUs of its
+engine where metrics alone show them (`NodeEvidence.lockstep`), which idle while it is slow.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Relation(IntEnum):
     PEER = 3  # a sibling of r: called by one of r's callers, not in r's communicator (replicas)
     NETWORK = 4  # the network node of one of r's callees, timed by r's client calls
     COLLECTIVE = 5  # a rank in r's communicator (lockstep collectives): it waits for r
+    LOCKSTEP = 6  # another GPU of r's engine, known from metrics: it idles while r is slow
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +72,12 @@ def causal_structure(
     network: npt.NDArray[np.bool_] | None = None,
     communicator: Index | None = None,
     owner: Index | None = None,
+    lockstep: Index | None = None,
 ) -> CausalStructure:
     """Candidates reachable from `alerting` (all nodes when none is given) over caller → callee
     `edges`; `virtual` marks uninstrumented nodes, `network` callees' network nodes, `communicator`
-    each NCCL rank's communicator (-1 elsewhere), `owner` the row of the service owning each node."""
+    each NCCL rank's communicator (-1 elsewhere), `owner` the row of the service owning each node,
+    `lockstep` each engine GPU's group (-1 elsewhere)."""
     alerting = sorted(set(alerting)) or list(range(n_nodes))
     source = n_nodes  # a super-source calling every alerting node
     rows = np.concatenate([edges[:, 0], np.full(len(alerting), source)])
@@ -97,6 +101,9 @@ def causal_structure(
     relation[siblings & services[:, None] & services[None, :]] = Relation.PEER
     if communicator is not None and owner is not None and (communicator >= 0).any():
         relation[_communicators(candidates, communicator, owner)] = Relation.COLLECTIVE
+    if lockstep is not None and (lockstep >= 0).any():
+        group = lockstep[candidates]
+        relation[(group[:, None] == group[None, :]) & (group[:, None] >= 0)] = Relation.LOCKSTEP
     if virtual is not None:
         relation[direct & virtual[candidates][None, :]] = Relation.MEASURED
     if network is not None:
@@ -128,4 +135,5 @@ def evidence_structure(evidence: NodeEvidence, alert_nodes: Sequence[str]) -> Ca
         network=evidence.network,
         communicator=evidence.communicator,
         owner=evidence.owner,
+        lockstep=evidence.lockstep,
     )

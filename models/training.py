@@ -5,10 +5,10 @@ Training seeds are disjoint from the seeds the benchmark scores, only the defaul
 profile is used (the `shifted` one is kept for the benchmark), and no Nezha case is used, so the
 benchmark's figures are held-out figures. Each fault class gets about `CASES_PER_CLASS` cases:
 a scenario takes as many seeds of the pool as its class needs (at least `MIN_SEEDS`), so the
-classes with one scenario (most LLM faults) are not drowned by those with six. The LLM scenarios
-are in the set twice: in rca's own span conventions and as a real deployment emits them (the
-simulator's `real` style: vLLM's spans and the scraped DCGM, vLLM, kubelet and node_exporter
-metrics), balanced the same way, so that the health model learns what metric rows say.
+classes with one scenario (most LLM faults) are not drowned by those with six. Only rca's own span
+conventions are trained on: a joint fit with the simulator's `real` style (where the rank behind an
+NCCL fault cannot be told apart) made ranks in the conventions style indistinguishable
+(docs/benchmarks.md, 2026-12-05); `style` serves the held-out evaluation.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ HISTORY_NS = 600 * 1_000_000_000
 REPLAY_PAST_ALERT_NS = 60 * 1_000_000_000  # what the benchmark replays past the first alert
 # one root per case: the overlapping-fault scenarios' second root would be a mislabelled cause
 TRAINING_SCENARIOS = tuple(s for s in SCENARIOS if not s.startswith("mesh1000") and not s.endswith("-double"))
-REAL_STYLE_TOPOLOGY = "llm-"  # the scenarios also trained in the real-deployment style
 
 
 def training_case(
@@ -81,20 +80,6 @@ def training_plan(
     return [(s, seed) for i, seed in enumerate(seeds) for s in scenarios if i < take[s]]
 
 
-def real_style_plan(
-    scenarios: Sequence[str] = TRAINING_SCENARIOS, seeds: Sequence[int] = TRAINING_SEEDS
-) -> list[tuple[str, int]]:
-    """The (scenario, seed) pairs trained in the real-deployment style: the training plan of the
-    LLM scenarios among `scenarios`."""
-    llm = [s for s in scenarios if s.startswith(REAL_STYLE_TOPOLOGY)]
-    return training_plan(llm, seeds) if llm else []
-
-
 def training_cases(scenarios: Sequence[str] = TRAINING_SCENARIOS, seeds: Sequence[int] = TRAINING_SEEDS) -> list[Case]:
-    """Every case of the training plan (`training_plan`), then the real-deployment style's
-    (`real_style_plan`), quiet network nodes included."""
-    conventions = [training_case(s, seed, every_network_node=True) for s, seed in training_plan(scenarios, seeds)]
-    real = [
-        training_case(s, seed, every_network_node=True, style="real") for s, seed in real_style_plan(scenarios, seeds)
-    ]
-    return conventions + real
+    """Every case of the training plan (`training_plan`), quiet network nodes included."""
+    return [training_case(s, seed, every_network_node=True) for s, seed in training_plan(scenarios, seeds)]

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from rca.accumulators import EdgeSum, OpSum
 from rca.changepoint import Shift, mean_shift
-from rca.evidence_llm import Part, communicators, llm_rows
+from rca.evidence_llm import Part, communicators, engine_gpus, llm_rows
 from rca.evidence_logs import log_rows
 from rca.evidence_metrics import metric_rows
 from rca.evidence_rows import Labels, Rows, binomial_score, find_sorted, merge_rows, per_window_mean
@@ -57,6 +57,7 @@ class NodeEvidence:
     signal: tuple[tuple[str, ...], ...]  # per node, per fault: what was measured
     edges: Index  # (E, 2) caller → callee row indices into `nodes`
     communicator: Index  # NCCL ranks (`rca.evidence_llm.communicators`): communicator from 0; -1 elsewhere
+    lockstep: Index  # the GPUs of one engine (`rca.evidence_llm.engine_gpus`): group from 0; -1 elsewhere
 
     def index(self, node: str) -> int:
         return self.nodes.index(node)
@@ -311,6 +312,7 @@ def extract_evidence(
         signal=tuple(tuple(row) for row in labels),
         edges=np.searchsorted(present, pairs).astype(np.int64).reshape(-1, 2),
         communicator=communicators(x, present, pairs),
+        lockstep=engine_gpus(graph.names, present),
     )
 
 

@@ -310,39 +310,46 @@ def _merge(rows: tuple[Rows, ...]) -> Rows:
 
 def communicators(x: Extractor, present: Index, pairs: Index) -> Index:
     """Per node of `present` (graph node ids, ascending), its NCCL communicator numbered from 0:
-    ranks (nodes with collectives) called by a common caller, transitively, and the GPUs of one
-    engine that no rank owns (seen only in metrics: they run one model in lockstep); -1 for
-    other nodes (a rank's GPU reaches its communicator through its owner)."""
+    ranks (nodes with collectives) called by a common caller, transitively; -1 for other nodes
+    (a rank's GPU reaches its communicator through its owner)."""
     table = x.series.signals
     out = np.full(present.shape[0], -1, np.int64)
     ranks, _ = _by_signal(table, Signal.NCCL_LATENCY)
     rank_rows, known = find_sorted(present, ranks)
+    if not known.any():
+        return out
     is_rank = np.zeros(present.shape[0], np.bool_)
     is_rank[rank_rows[known]] = True
-    if is_rank.any():
-        at, found = find_sorted(present, pairs.reshape(-1))
-        ends = at.reshape(-1, 2)
-        link = ends[found.reshape(-1, 2).all(axis=1) & is_rank[ends[:, 1]] & (ends[:, 0] != ends[:, 1])]
-        n = present.shape[0]
-        adjacency = csr_matrix((np.ones(link.shape[0]), (link[:, 0], link[:, 1])), shape=(n, n))
-        _, component = connected_components(adjacency, directed=False)
-        _, number = np.unique(component[is_rank], return_inverse=True)
-        out[is_rank] = number
-    names = x.names
-    graph_node = present < len(names.nodes)  # the others are callees' network nodes
-    owner = np.where(graph_node, np.asarray(names.owners, np.int64)[np.where(graph_node, present, 0)], present)
-    gpu = np.fromiter(
-        (
-            inside and names.kinds[i] is NodeKind.RESOURCE and names.nodes[i].startswith(GPU_PREFIX)
-            for i, inside in zip(present.tolist(), graph_node.tolist(), strict=True)
-        ),
-        np.bool_,
-        present.shape[0],
-    )
-    unranked = gpu & (owner != present) & ~np.isin(owner, present[is_rank])
-    engines, group, size = np.unique(owner[unranked], return_inverse=True, return_counts=True)
+    at, found = find_sorted(present, pairs.reshape(-1))
+    ends = at.reshape(-1, 2)
+    link = ends[found.reshape(-1, 2).all(axis=1) & is_rank[ends[:, 1]] & (ends[:, 0] != ends[:, 1])]
+    n = present.shape[0]
+    adjacency = csr_matrix((np.ones(link.shape[0]), (link[:, 0], link[:, 1])), shape=(n, n))
+    _, component = connected_components(adjacency, directed=False)
+    _, number = np.unique(component[is_rank], return_inverse=True)
+    out[is_rank] = number
+    return out
+
+
+def engine_gpus(names: Names, present: Index) -> Index:
+    """Per node of `present` (graph node ids, ascending), its group of the GPUs one service owns
+    (an engine running one model on them in lockstep, as its metrics name them), numbered from 0;
+    -1 for other nodes and for a service's only GPU (as each rank's GPU in traced workers is: those
+    ranks' collectives say more, `communicators`)."""
+    out = np.full(present.shape[0], -1, np.int64)
+    inside = present < len(names.nodes)  # the others are callees' network nodes
+    rows = [
+        k
+        for k, node in enumerate(present.tolist())
+        if inside[k]
+        and names.kinds[node] is NodeKind.RESOURCE
+        and names.nodes[node].startswith(GPU_PREFIX)
+        and names.owners[node] != node
+        and names.kinds[names.owners[node]] is NodeKind.SERVICE
+    ]
+    owners = np.asarray([names.owners[int(present[k])] for k in rows], np.int64)
+    engines, group, size = np.unique(owners, return_inverse=True, return_counts=True)
     if engines.shape[0]:
         shared = size[group] > 1
-        rows = np.flatnonzero(unranked)[shared]
-        out[rows] = out.max() + 1 + np.unique(group[shared], return_inverse=True)[1]
+        out[np.asarray(rows, np.int64)[shared]] = np.unique(group[shared], return_inverse=True)[1]
     return out

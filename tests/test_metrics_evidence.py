@@ -67,9 +67,10 @@ def test_the_straggler_gpu_scores_bandwidth_and_its_waiting_peers_do_not() -> No
     row = evidence.index("gpu:node-a/2")
     assert evidence.signal[row][F[Fault.GPU_MEMORY_BANDWIDTH]] == "metric.gpu_dram_active:DCGM_FI_PROF_DRAM_ACTIVE"
     assert evidence.observed[row, F[Fault.GPU_MEMORY_BANDWIDTH]] > 0.9
-    # One engine's GPUs, seen only in metrics, run in lockstep: one communicator.
+    # One engine's GPUs, seen only in metrics, run in lockstep: one group, and no NCCL communicator.
     gpus = [evidence.index(f"gpu:node-a/{g}") for g in range(4)]
-    assert len({int(evidence.communicator[g]) for g in gpus}) == 1 and evidence.communicator[gpus[0]] >= 0
+    assert len({int(evidence.lockstep[g]) for g in gpus}) == 1 and evidence.lockstep[gpus[0]] >= 0
+    assert (evidence.communicator == -1).all()
 
 
 def test_a_rise_that_stays_below_the_tables_healthy_level_is_no_bandwidth_evidence() -> None:
