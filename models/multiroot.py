@@ -113,6 +113,8 @@ def compare_roots(
     if not 0.0 < extra_root_prior < 1.0:
         raise ValueError(f"extra_root_prior must lie in (0, 1), not {extra_root_prior}")
     n_candidates, n_faults = score.shape
+    if n_candidates < 2:  # two roots need two nodes
+        return None
     flat = np.argsort(-log_post, axis=None, kind="stable")[:top]
     roots, classes = np.divmod(flat[np.isfinite(log_post.reshape(-1)[flat])], n_faults)
     s, mask = observed(score)

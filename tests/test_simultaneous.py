@@ -112,6 +112,13 @@ def test_one_faulty_node_keeps_the_single_root() -> None:
         assert compared is not None and compared.log_odds < 0.0
 
 
+def test_a_single_candidate_has_no_pair_to_weigh() -> None:
+    score = np.full((1, N_FAULTS), 5.0)
+    structure = causal_structure(1, np.zeros((0, 2), np.int64), [0])
+    params = load_params()
+    assert compare_roots(score, structure.relation, log_posterior(score, structure, params), params) is None
+
+
 def test_a_node_and_what_it_is_reported_as_count_once() -> None:
     # 0 -> 1 -> 2, where 2 stands for 1 (a network node reported as its callee)
     score = np.zeros((3, N_FAULTS))
