@@ -195,7 +195,13 @@ def _with_rca(drive: Callable[[str], T], watch: Callable[[Service], None] | None
         watcher = asyncio.create_task(asyncio.to_thread(watch, service)) if watch else None
         results.append(await asyncio.to_thread(drive, listening["otlp_grpc"]))
         counts = service.ingestor.read(lambda g: g.counts())
-        ingested = f"{counts.spans:,} spans" if counts.spans else f"{counts.log_records:,} log records"
+        ingested = (
+            f"{counts.spans:,} spans"
+            if counts.spans
+            else f"{counts.log_records:,} log records"
+            if counts.log_records
+            else f"{counts.metric_points:,} data points"
+        )
         print(f"  graph: {ingested} ingested, {service.graph.nbytes() / 1e6:.1f} MB of window aggregates")
         stop.set()
         if watcher:

@@ -196,24 +196,21 @@ class _Points:
         return found
 
     def numbers(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any) -> None:
-        valued = [(p, p.WhichOneof("value")) for p in points]
-        good = [(p, value) for p, value in valued if value is not None and not p.flags & NO_RECORDED_VALUE]
-        if len(good) < len(valued):
-            stale = sum(1 for p, _ in valued if p.flags & NO_RECORDED_VALUE)
+        attributes = self.attributes
+        read = [
+            (attributes(p.attributes), p.time_unix_nano, p.start_time_unix_nano, getattr(p, value))
+            for p in points
+            if (value := p.WhichOneof("value")) is not None and not p.flags & NO_RECORDED_VALUE
+        ]
+        if len(read) < len(points):
+            stale = sum(1 for p in points if p.flags & NO_RECORDED_VALUE)
             if stale:
                 self.rows.reject(STALE, stale)
-            if len(valued) - len(good) - stale:
-                self.rows.reject(NO_VALUE, len(valued) - len(good) - stale)
-        attributes = self.attributes
-        self.rows.add_numbers(
-            name,
-            kind,
-            resource,
-            [attributes(p.attributes) for p, _ in good],
-            [p.time_unix_nano for p, _ in good],
-            [p.start_time_unix_nano for p, _ in good],
-            [getattr(p, value) for p, value in good],
-        )
+            if len(points) - len(read) - stale:
+                self.rows.reject(NO_VALUE, len(points) - len(read) - stale)
+        if read:
+            sets, times, starts, values = map(list, zip(*read, strict=True))
+            self.rows.add_numbers(name, kind, resource, sets, times, starts, values)
 
     def histograms(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any, exponential: bool) -> None:
         for p in points:
@@ -267,6 +264,20 @@ class _Points:
             self.histograms(metric.name, kind, resource, body.data_points, data == "exponential_histogram")
 
 
+_RESOURCES: dict[bytes, dict[str, str]] = {}  # by their encoding: an exporter repeats its resource
+
+
+def _resource(resource: Any) -> dict[str, str]:
+    """A resource's attributes as text, the same mapping for the same resource (bounded)."""
+    key = resource.SerializeToString()
+    found = _RESOURCES.get(key)
+    if found is None:
+        if len(_RESOURCES) >= MAX_ATTRIBUTE_SETS:
+            _RESOURCES.clear()
+        found = _RESOURCES[key] = attribute_texts(resource.attributes)
+    return found
+
+
 def decode_metrics_protobuf(data: bytes) -> MetricDecodeResult:
     """OTLP `ExportMetricsServiceRequest` bytes → data points; `DecodeError` when malformed,
     points that cannot be read (module docstring) rejected with a reason."""
@@ -274,7 +285,7 @@ def decode_metrics_protobuf(data: bytes) -> MetricDecodeResult:
     _parse(request, data)
     points = _Points()
     for resource_metrics in request.resource_metrics:
-        resource = attribute_texts(resource_metrics.resource.attributes)
+        resource = _resource(resource_metrics.resource)
         for scope_metrics in resource_metrics.scope_metrics:
             for metric in scope_metrics.metrics:
                 points.metric(metric, resource)

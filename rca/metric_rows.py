@@ -2,8 +2,8 @@
 decoders, the Prometheus reader, the simulator, dataset loaders). Points are placed on their node
 (`rca.metrics.place`, cached per attribute set) and validated together in `build`.
 
-An attribute mapping is read once per object (decoders hand every point of one attribute set the
-same mapping): callers must not change a mapping after passing it."""
+Attribute mappings are read once per object (decoders hand every point of one attribute set the
+same mapping, request after request): callers must not change a mapping after passing it."""
 
 from __future__ import annotations
 
@@ -36,7 +36,35 @@ _CHECKS = (
 BUCKETS_MISMATCH = "bucket_counts must have one entry more than explicit_bounds"
 
 
-_SEEN_CAP = 100_000  # attribute mappings remembered by identity before the memory starts again
+_CACHE_CAP = 100_000  # attribute pairs remembered before the memory starts again
+Resolved = tuple[Mapping[str, str], Mapping[str, str], int, Placement]
+# (resource, attributes, host-wide) by identity → the pair itself (kept alive, so that identities
+# are not reused), the hash of their items and where they place a point. Shared by every builder:
+# scrapes repeat their series request after request.
+_RESOLVED: dict[tuple[int, int, bool], Resolved] = {}
+_PLACED: dict[tuple[bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], Placement] = {}
+
+
+def _resolve(metric: str, resource: Mapping[str, str], attributes: Mapping[str, str], host_wide: bool) -> Resolved:
+    key = (id(resource), id(attributes), host_wide)
+    found = _RESOLVED.get(key)
+    if found is not None and found[0] is resource and found[1] is attributes:
+        return found
+    resource_items, items = tuple(sorted(resource.items())), tuple(sorted(attributes.items()))
+    placing = (
+        host_wide,
+        tuple(item for item in resource_items if item[0] in PLACEMENT_KEYS),
+        tuple(item for item in items if item[0] in PLACEMENT_KEYS),
+    )
+    placed = _PLACED.get(placing)
+    if placed is None:
+        if len(_PLACED) >= _CACHE_CAP:
+            _PLACED.clear()
+        placed = _PLACED[placing] = place(metric, resource, attributes)
+    if len(_RESOLVED) >= _CACHE_CAP:
+        _RESOLVED.clear()
+    found = _RESOLVED[key] = (resource, attributes, hash((resource_items, items)), placed)
+    return found
 
 
 class MetricRows:
@@ -56,39 +84,27 @@ class MetricRows:
         self._bounds: list[tuple[float, ...] | None] = []
         self._buckets: list[tuple[float, ...] | None] = []
         self._strings: dict[str, int] = {}
-        self._places: dict[object, tuple[int, int, int]] = {}
-        self._seen: dict[int, tuple[Mapping[str, str], int, tuple[tuple[str, str], ...]]] = {}
+        self._places: dict[int, tuple[Placement, int, int, int]] = {}  # by the cached Placement's identity
         self._rejected: Counter[str] = Counter()
 
     def _string(self, text: str) -> int:
         return self._strings.setdefault(text, len(self._strings))
 
-    def _fingerprint(self, attributes: Mapping[str, str]) -> tuple[int, tuple[tuple[str, str], ...]]:
-        """The hash of an attribute set and its placing attributes, worked out once per mapping
-        object (kept alive in the memory, so that its identity is not reused)."""
-        seen = self._seen.get(id(attributes))
-        if seen is not None and seen[0] is attributes:
-            return seen[1], seen[2]
-        items = tuple(sorted(attributes.items()))
-        placing = tuple(item for item in items if item[0] in PLACEMENT_KEYS)
-        if len(self._seen) >= _SEEN_CAP:
-            self._seen.clear()
-        self._seen[id(attributes)] = (attributes, hash(items), placing)
-        return hash(items), placing
+    def _where(
+        self, metric: str, resource: Mapping[str, str], attributes: Mapping[str, str]
+    ) -> tuple[int, int, int, int]:
+        """The series hash part, node, owner (string indices, -1: none) and placement of a point."""
+        _, _, pair, p = _resolve(metric, resource, attributes, metric.startswith(HOST_WIDE_PREFIX))
+        return pair, *self._indices(p)
 
-    def _place(
-        self,
-        metric: str,
-        resource: Mapping[str, str],
-        attributes: Mapping[str, str],
-        key: tuple[bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]],
-    ) -> tuple[int, int, int]:
-        found = self._places.get(key)
-        if found is None:
-            p: Placement = place(metric, resource, attributes)
+    def _indices(self, p: Placement) -> tuple[int, int, int]:
+        """The node and owner of a placement as string indices, and its placement code."""
+        found = self._places.get(id(p))
+        if found is None or found[0] is not p:
             where = PLACED_GPU if p.gpu else PLACED_HOST if p.host else PLACED_SERVICE
-            found = self._places[key] = (self._string(p.node), -1 if p.owner is None else self._string(p.owner), where)
-        return found
+            owner = -1 if p.owner is None else self._string(p.owner)
+            found = self._places[id(p)] = (p, self._string(p.node), owner, where)
+        return found[1], found[2], found[3]
 
     def add(
         self,
@@ -107,11 +123,8 @@ class MetricRows:
         if bounds is not None and bucket_counts is not None and len(bucket_counts) != len(bounds) + 1:
             self._rejected[BUCKETS_MISMATCH] += 1
             return
-        resource_hash, resource_placing = self._fingerprint(resource)
-        attributes_hash, attributes_placing = self._fingerprint(attributes)
-        key = (metric.startswith(HOST_WIDE_PREFIX), resource_placing, attributes_placing)
-        node, owner, placement = self._place(metric, resource, attributes, key)
-        series = hash((metric, resource_hash, attributes_hash)) & _U64
+        pair, node, owner, placement = self._where(metric, resource, attributes)
+        series = hash((metric, pair)) & _U64
         self._time.append(time_ns)
         self._start.append(start_ns)
         self._series.append(series)
@@ -136,15 +149,18 @@ class MetricRows:
         starts: Sequence[int],
         values: Sequence[float],
     ) -> None:
-        """The gauge or sum points of one metric, column by column (what `add` does per point)."""
-        resource_hash, resource_placing = self._fingerprint(resource)
+        """The gauge or sum points of one metric, column by column (what `add` does per point,
+        its lookups inlined: this is the decoders' hot loop)."""
         host_wide = metric.startswith(HOST_WIDE_PREFIX)
-        fingerprint, where = self._fingerprint, self._place
+        resource_id, resolved, places = id(resource), _RESOLVED, self._places
         series, nodes, owners, placements = [], [], [], []
         for attrs in attributes:
-            attributes_hash, attributes_placing = fingerprint(attrs)
-            node, owner, placement = where(metric, resource, attrs, (host_wide, resource_placing, attributes_placing))
-            series.append(hash((metric, resource_hash, attributes_hash)) & _U64)
+            found = resolved.get((resource_id, id(attrs), host_wide))
+            if found is None or found[0] is not resource or found[1] is not attrs:
+                found = _resolve(metric, resource, attrs, host_wide)
+            at = places.get(id(found[3]))
+            node, owner, placement = at[1:] if at is not None and at[0] is found[3] else self._indices(found[3])
+            series.append(hash((metric, found[2])) & _U64)
             nodes.append(node)
             owners.append(owner)
             placements.append(placement)
