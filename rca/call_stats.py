@@ -23,6 +23,7 @@ import numpy.typing as npt
 from rca.accumulators import EdgeSum, KeyedTable, OpSum, WindowAggregate
 from rca.graph import NO_OP, NodeKind, ServiceGraph
 from rca.histogram import buckets
+from rca.keys import pair_key
 
 CLIENT_OP_PREFIX = "call:"
 Index = npt.NDArray[np.int64]
@@ -136,5 +137,5 @@ def _count(graph: ServiceGraph, stats: CallStats, window: Index, node: Index) ->
         p = paired[rows]
         _add(aggregate.ops, client[rows], own[rows], np.zeros(rows.shape[0]), client_s[p])
         _add(aggregate.ops, call[rows], calling[rows], calls[p], client_s[p])
-        _add(aggregate.edges, (client[rows] << 32) | call[rows], local[rows], calls[p], client_s[p])
-        _add(aggregate.edges, (call[rows] << 32) | server[p], remote[rows], calls[p], server_s[p])
+        _add(aggregate.edges, pair_key(client[rows], call[rows]), local[rows], calls[p], client_s[p])
+        _add(aggregate.edges, pair_key(call[rows], server[p]), remote[rows], calls[p], server_s[p])

@@ -4,10 +4,10 @@ For every node the window's series are split at the row's own change point (`rca
 and scored as one-sided shifts: self time (latency; calls to uninstrumented callees are moved
 from the caller's self time to the virtual callee, and client calls' self time, time on the wire,
 to a network node per callee), error rate (also tested as binomial counts), call structure
-(downstream calls per call of each operation, either way), the section 6 LLM-serving signals
+(downstream calls per call of each operation, either way), the LLM-serving span signals
 (`rca.evidence_llm`), the log rows (`rca.evidence_logs`) and the mapped metrics' rows
 (`rca.evidence_metrics`). A node's score for a class is its strongest row, less the expected
-maximum of that many null statistics, gated by the contract's thresholds where it names them.
+maximum of that many null statistics, gated by the thresholds docs/interface.md states.
 Unmeasurable classes are NaN.
 """
 
@@ -25,6 +25,7 @@ from rca.evidence_logs import log_rows
 from rca.evidence_metrics import metric_rows
 from rca.evidence_rows import Labels, Rows, binomial_score, find_sorted, merge_rows, per_window_mean
 from rca.graph import NodeKind, ServiceGraph
+from rca.keys import high, low, pair_key
 from rca.metrics import GPU_PREFIX, HOST_PREFIX
 from rca.ranking import Fault
 from rca.series import SeriesCache, WindowSeries, window_series
@@ -90,15 +91,16 @@ class _Extractor:
         return f"{node}:{op}" if op else node
 
     def _edge_name(self, row: int) -> str:
-        key = int(self.series.edges.keys[row])
-        return f"{self.op_name(key >> 32)} -> {self.names.nodes[int(self.node_of[key & 0xFFFFFFFF])]}"
+        key = self.series.edges.keys[row : row + 1]
+        caller, callee = int(high(key)[0]), int(low(key)[0])
+        return f"{self.op_name(caller)} -> {self.names.nodes[int(self.node_of[callee])]}"
 
     def op_label(self, nodeop: Index, prefix: str) -> Labels:
         return Labels(prefix, self.op_of[nodeop], self.names.ops.__getitem__)
 
     def _edge_callers(self) -> tuple[Index, npt.NDArray[np.bool_]]:
         """Per edge row, the ops row of its caller operation, and whether the window has that row."""
-        return find_sorted(self.series.ops.keys, self.series.edges.keys >> 32)
+        return find_sorted(self.series.ops.keys, high(self.series.edges.keys))
 
     def _client_calls(self) -> tuple[npt.NDArray[np.bool_], Index]:
         """Client calls: node-operations (mask over ops) whose every call has one child, always
@@ -108,7 +110,7 @@ class _Extractor:
         children = edges.sums[:, :, EdgeSum.CALLS].sum(axis=1)
         rows = np.flatnonzero((children > 0) & self.edge_caller_known)
         caller = self.edge_caller[rows]
-        local = self.node_of[edges.keys[rows] & 0xFFFFFFFF] == self.node_of[ops.keys[caller]]
+        local = self.node_of[low(edges.keys[rows])] == self.node_of[ops.keys[caller]]
         has_local = np.bincount(caller, weights=local, minlength=ops.keys.shape[0]) > 0
         per_op = np.bincount(caller, weights=children[rows], minlength=ops.keys.shape[0])
         calls = ops.sums[:, :, OpSum.CALLS].sum(axis=1)
@@ -133,13 +135,13 @@ class _Extractor:
             wire_calls = edges.sums[self.wire_edges, :, EdgeSum.CALLS]
             gap = per_window_mean(edges.sums[self.wire_edges, :, EdgeSum.GAP], wire_calls)
             log_gap = np.log(np.maximum(gap, LATENCY_FLOOR_S))
-            callee = self.node_of[edges.keys[self.wire_edges] & 0xFFFFFFFF]
+            callee = self.node_of[low(edges.keys[self.wire_edges])]
             label = Labels("network_time_s", self.wire_edges, self._edge_name)
             rows_latency.append((self.network_base + callee, log_gap, wire_calls, label))
         error_rate = per_window_mean(ops.sums[:, :, OpSum.ERRORS], calls)
         rows_errors = [(self.node_of[ops.keys], error_rate, calls, self.op_label(ops.keys, "error_rate"))]
         # Virtual callees: the client spans' own durations and errors are their evidence.
-        callee_node = self.node_of[edges.keys & 0xFFFFFFFF]
+        callee_node = self.node_of[low(edges.keys)]
         virtual = np.asarray([self.names.kinds[int(n)] is NodeKind.VIRTUAL for n in callee_node.tolist()], np.bool_)
         if virtual.any():
             s = edges.sums[virtual]
@@ -180,14 +182,14 @@ class _Extractor:
             return self.rows([], direction=0, floor=0.0)
         s = edges.sums
         calls = s[:, :, EdgeSum.CALLS] + np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
-        caller_op = edges.keys >> 32
+        caller_op = high(edges.keys)
         known = self.edge_caller_known
         caller_calls = np.zeros_like(calls)
         caller_calls[known] = ops.sums[self.edge_caller[known], :, OpSum.CALLS]
         per_call = per_window_mean(calls, caller_calls)
         mean = np.nansum(calls, axis=1) / np.maximum(np.nansum(caller_calls, axis=1), 1.0)
         floor = np.maximum(mean, 0.02)[:, None]  # Poisson: variance of a count per call ~ its mean
-        label = Labels("calls_per_request", edges.keys & 0xFFFFFFFF, self.op_name)
+        label = Labels("calls_per_request", low(edges.keys), self.op_name)
         rows = self.rows([(self.node_of[caller_op], per_call, caller_calls, label)], 0, floor)
         rows.score = np.abs(rows.score)
         return rows
@@ -342,10 +344,10 @@ def _edge_pairs(x: _Extractor) -> Index:
         return np.zeros((0, 2), np.int64)
     s = edges.sums
     calls = (s[:, :, EdgeSum.CALLS] + s[:, :, EdgeSum.PEER_CALLS]).sum(axis=1)
-    pairs = np.stack([x.node_of[edges.keys >> 32], x.node_of[edges.keys & 0xFFFFFFFF]], axis=1)[calls > 0]
+    pairs = np.stack([x.node_of[high(edges.keys)], x.node_of[low(edges.keys)]], axis=1)[calls > 0]
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
     wire = edges.keys[x.wire_edges]  # callers → the network nodes of their callees
-    network = np.stack([x.node_of[wire >> 32], x.network_base + x.node_of[wire & 0xFFFFFFFF]], axis=1)
+    network = np.stack([x.node_of[high(wire)], x.network_base + x.node_of[low(wire)]], axis=1)
     pairs = np.concatenate([pairs, network])
-    keys = np.unique((pairs[:, 0] << 32) | pairs[:, 1])  # node ids fit in 32 bits
-    return np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
+    keys = np.unique(pair_key(pairs[:, 0], pairs[:, 1]))
+    return np.stack([high(keys), low(keys)], axis=1)

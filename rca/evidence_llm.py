@@ -1,4 +1,4 @@
-"""Section 6 LLM-serving evidence: the rows each signal adds, and the classes they point to.
+"""LLM-serving evidence (docs/interface.md): the rows each signal adds, and the classes they point to.
 
 Where signals sit: queue, scheduler and token timings on the engine (the node of the spans that
 carry them); DRAM, L2 and KV-cache signals, and GPU time, on the GPU node `gpu:{host}/{id}`;
@@ -9,8 +9,8 @@ Lockstep: a compute span's self time excludes the time its sibling collectives o
 rank shows compute up and collective wait flat, and its peers the reverse. Timings are per token
 where tokens are known, as ratios of window sums: the engine's by its own requests' tokens, a
 GPU's by the output tokens of the engines calling its rank, so load and request mix do not read
-as faults. Every row is a change point against the node's own baseline; only the thresholds the
-contract states gate a row.
+as faults. Every row is a change point against the node's own baseline; only the thresholds
+docs/interface.md states gate a row.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from rca.accumulators import OpSum, SignalSum
 from rca.changepoint import Shift
 from rca.evidence_rows import Array, Index, Labels, Rows, find_sorted, merge_rows, per_window_mean
 from rca.graph import Names, NodeKind
+from rca.keys import high, low, pair_key, signal_node, signal_of
 from rca.metrics import GPU_PREFIX
 from rca.ranking import Fault
 from rca.series import Table, WindowSeries
@@ -62,14 +63,14 @@ class Extractor(Protocol):
 @dataclass(frozen=True, slots=True)
 class LlmRows:
     """Latency parts (log seconds, scored with the latency class's own rows) and the rows of
-    the section 6 classes."""
+    the LLM-serving classes."""
 
     latency: list[Part]
     classes: dict[Fault, Rows]
 
 
 def _share(level: Array, healthy: float, faulty: float) -> Array:
-    """Where `level` sits between the contract's `healthy` level (0) and its `faulty` one (1)."""
+    """Where `level` sits between the interface's `healthy` level (0) and its `faulty` one (1)."""
     return np.clip((level - healthy) / (faulty - healthy), 0.0, 1.0)
 
 
@@ -86,8 +87,8 @@ def _towards(rows: Rows, direction: int) -> Rows:
 
 def _by_signal(table: Table, signal: Signal) -> tuple[Index, Array]:
     """Nodes (ascending) with rows of `signal`, and their sums (nodes, windows, SignalSum)."""
-    mine = (table.keys & 0xFF) == int(signal)
-    return table.keys[mine] >> 8, table.sums[mine]
+    mine = signal_of(table.keys) == int(signal)
+    return signal_node(table.keys[mine]), table.sums[mine]
 
 
 def _log_ratio(numerator: Array, denominator: Array) -> Array:
@@ -192,12 +193,12 @@ def _served_tokens(x: Extractor, nodes: Index) -> Array:
     if sources.shape[0] == 0 or nodes.shape[0] == 0:
         return np.zeros((nodes.shape[0], table.sums.shape[1]))
     keys = x.series.edges.keys
-    caller, callee = x.node_of[keys >> 32], x.node_of[keys & 0xFFFFFFFF]
+    caller, callee = x.node_of[high(keys)], x.node_of[low(keys)]
     called = np.isin(caller, sources) & (caller != callee)
-    pairs = np.unique(np.concatenate([(caller[called] << 32) | callee[called], (sources << 32) | sources]))
+    pairs = np.unique(np.concatenate([pair_key(caller[called], callee[called]), pair_key(sources, sources)]))
     owner = np.asarray(x.names.owners, np.int64)[nodes]
-    serves = (owner[:, None] == (pairs & 0xFFFFFFFF)[None, :]).astype(np.float64)
-    served: Array = serves @ sums[np.searchsorted(sources, pairs >> 32), :, SignalSum.SUM]
+    serves = (owner[:, None] == low(pairs)[None, :]).astype(np.float64)
+    served: Array = serves @ sums[np.searchsorted(sources, high(pairs)), :, SignalSum.SUM]
     return served
 
 
@@ -257,7 +258,7 @@ def _nccl_bandwidth(x: Extractor) -> Rows:
 
 
 def _where_allocation_low(rows: Rows, allocation: Rows) -> Rows:
-    """`rows` counted as far as their node's block allocation is low (contract: L2 sectors
+    """`rows` counted as far as their node's block allocation is low (docs/interface.md: L2 sectors
     point to `kv_cache_fragmentation` when high with low block allocation). Usage and L2
     traffic also rise with load; only with allocation low do they read as fragmentation."""
     at, known = find_sorted(allocation.node, rows.node)
@@ -268,7 +269,7 @@ def _where_allocation_low(rows: Rows, allocation: Rows) -> Rows:
 
 
 def llm_rows(x: Extractor) -> LlmRows:
-    """Every section 6 row, by the class it points to (empty where no span carries them)."""
+    """Every LLM-serving row, by the class it points to (empty where no span carries them)."""
     table = x.series.signals
     if table.keys.shape[0] == 0:
         return LlmRows([], {fault: x.rows([], 1, 0.0) for fault in LLM_CLASSES})
@@ -283,7 +284,7 @@ def llm_rows(x: Extractor) -> LlmRows:
     queue = _inversion(x)
     gate(queue, 0.0, QUEUE_RESOLUTION_S)
     p2p = _signal_rows(x, Signal.NCCL_P2P_LATENCY, 1)
-    gate(p2p, 8e-6, 15e-6)  # contract: Send normally < 8 µs, > 15 µs is contention
+    gate(p2p, 8e-6, 15e-6)  # interface: Send normally < 8 µs, > 15 µs is contention
     remote = _signal_rows(x, Signal.NUMA_REMOTE_RATIO, 1)
     gate(remote, 0.1, 0.15)
     collective = _signal_rows(x, Signal.NCCL_LATENCY, 1)  # the rank's wait in collectives

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from rca.accumulators import LogSum
 from rca.changepoint import Shift
 from rca.evidence_rows import Array, Index, Labels, Rows, binomial_score, merge_rows, per_window_mean
+from rca.keys import high, low
 from rca.series import Table
 
 PREFIX = "log."
@@ -67,7 +68,7 @@ def _template_rows(
     """One row per (group, template): an error template's share of the group's records per
     window, any other template's share of the group's other records (so that an error burst
     does not read as a change of code path), tested both ways; and which rows are error templates."""
-    group = table.keys >> 32
+    group = high(table.keys)
     groups, row_group = np.unique(group, return_inverse=True)
     records = table.sums[:, :, LogSum.RECORDS]
     error = table.sums[:, :, LogSum.ERRORS].sum(axis=1) > ERROR_TEMPLATE_SHARE * records.sum(axis=1)
@@ -77,7 +78,7 @@ def _template_rows(
     share = per_window_mean(records, totals)
     mean = (records.sum(axis=1) + 0.5) / (totals.sum(axis=1) + 1.0)
     floor = mean * (1.0 - mean)  # binomial: records of one window as independent draws
-    template = table.keys & 0xFFFFFFFF
+    template = low(table.keys)
     shift_holder: list[Shift] = []
 
     def name(row: int) -> str:
@@ -115,7 +116,7 @@ def _select(rows: Rows, keep: npt.NDArray[np.bool_], score: Array) -> Rows:
 def _distinct_series(table: Table) -> npt.NDArray[np.bool_]:
     """Whether each row is the first of its group with its count series: templates written
     together on every call (one code path) are one test, not several."""
-    keyed = np.concatenate([(table.keys >> 32)[:, None].astype(np.float64), table.sums[:, :, LogSum.RECORDS]], axis=1)
+    keyed = np.concatenate([high(table.keys)[:, None].astype(np.float64), table.sums[:, :, LogSum.RECORDS]], axis=1)
     first = np.zeros(table.keys.shape[0], np.bool_)
     if keyed.shape[0]:
         first[np.unique(keyed, axis=0, return_index=True)[1]] = True
@@ -130,7 +131,7 @@ def log_rows(
     if logs.keys.shape[0] == 0:
         empty = x.rows([], 0, 0.0)
         return LogRows(empty, empty)
-    node = logs.keys >> 32
+    node = high(logs.keys)
     nodes, node_row = np.unique(node, return_inverse=True)
     records = _per_group(node_row, logs.sums[:, :, LogSum.RECORDS], nodes.shape[0])
     errors = _per_group(node_row, logs.sums[:, :, LogSum.ERRORS], nodes.shape[0])
@@ -143,7 +144,7 @@ def log_rows(
     # Nodes read per operation: most of their records found their span.
     joined = np.zeros(nodes.shape[0])
     if log_ops.keys.shape[0]:
-        op_node = x.node_of[log_ops.keys >> 32]
+        op_node = x.node_of[high(log_ops.keys)]
         position = np.searchsorted(nodes, op_node)
         np.add.at(joined, position, log_ops.sums[:, :, LogSum.RECORDS].sum(axis=1))
     per_op = nodes[joined > JOINED_SHARE * records.sum(axis=1)]

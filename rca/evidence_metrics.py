@@ -13,18 +13,17 @@ import numpy as np
 
 from rca.evidence_llm import Extractor, gate, level_rows
 from rca.evidence_rows import Labels, Rows, merge_rows
+from rca.keys import measure_node, measure_of
 from rca.metric_table import MetricRule, MetricTable
 from rca.ranking import Fault
 
 PREFIX = "metric."
-MEASURE_BITS = 16  # metric window keys: node << 16 | measure
-MEASURE_MASK = (1 << MEASURE_BITS) - 1
 
 
 def metric_rows(x: Extractor, table: MetricTable, measures: list[str]) -> dict[Fault, Rows]:
     """The rows of every mapped measure in the window series, by the fault class they point to."""
     metrics = x.series.metrics
-    measure = metrics.keys & MEASURE_MASK
+    measure = measure_of(metrics.keys)
     rules: dict[int, MetricRule] = {}
     for m in np.unique(measure).tolist():
         rule = table.rule(measures[m])
@@ -35,7 +34,7 @@ def metric_rows(x: Extractor, table: MetricTable, measures: list[str]) -> dict[F
         mine = np.flatnonzero(measure == m)
         text = f"{PREFIX}{rule.signal}:{measures[m]}"
         labels = Labels(text, np.full(mine.shape[0], -1, np.int64))
-        rows = level_rows(x, metrics.keys[mine] >> MEASURE_BITS, metrics.sums[mine], labels, rule.direction)
+        rows = level_rows(x, measure_node(metrics.keys[mine]), metrics.sums[mine], labels, rule.direction)
         if rule.healthy is not None and rule.faulty is not None:
             gate(rows, rule.healthy, rule.faulty)
         out[rule.fault] = merge_rows(out[rule.fault], rows) if rule.fault in out else rows

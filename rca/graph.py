@@ -26,6 +26,7 @@ from rca.accumulators import EdgeSum, LogSum, OpSum, SignalSum, WindowAggregate
 from rca.conventions import GPU_SIGNALS, NCCL_PREFIX
 from rca.histogram import buckets
 from rca.intindex import IntIndex
+from rca.keys import high, low, measure_key, pair_key, signal_key
 from rca.lockstep import Lockstep
 from rca.logs import LogBatch
 from rca.logtemplates import TemplateMiner
@@ -76,7 +77,7 @@ class Names:
         self.owners: list[int] = []  # node id of the service that owns each node
         self.op_ids: dict[str, int] = {}
         self.ops: list[str] = []
-        self.nccl_ops: list[int] = []  # operations named `nccl:{op}` (contract section 6)
+        self.nccl_ops: list[int] = []  # operations named `nccl:{op}` (docs/interface.md)
         self._nodeops = IntIndex()
 
     def node(self, name: str, kind: NodeKind, owner: str | None = None) -> int:
@@ -101,17 +102,17 @@ class Names:
         return index
 
     def nodeops(self, nodes: npt.NDArray[np.int64], ops: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        return self._nodeops.ids((nodes << 32) | ops)
+        return self._nodeops.ids(pair_key(nodes, ops))
 
     @property
     def nodeop_node(self) -> npt.NDArray[np.int64]:
         """The node of each node-operation id."""
-        return self._nodeops.keys >> 32
+        return high(self._nodeops.keys)
 
     @property
     def nodeop_op(self) -> npt.NDArray[np.int64]:
         """The operation of each node-operation id."""
-        return self._nodeops.keys & 0xFFFFFFFF
+        return low(self._nodeops.keys)
 
 
 @njit(cache=True, nogil=True)
@@ -273,7 +274,7 @@ class ServiceGraph:
         self._log_records += len(batch)
         names = self.names
         nodes = _map_strings(batch.service, batch.strings, lambda name: names.node(name, NodeKind.SERVICE))
-        keys = (nodes << 32) | self.templates.ids(batch.body)
+        keys = pair_key(nodes, self.templates.ids(batch.body))
         error = batch.is_error
         self._count_logs(window, keys, error, per_operation=False)
         joined = batch.span_id != 0
@@ -298,7 +299,7 @@ class ServiceGraph:
         seen = self.measures.observe(batch)
         self._metric_points += int(np.unique(seen.row).shape[0])
         nodes = self._metric_nodes(batch, seen.row)
-        self._count_values(window[seen.row], (nodes << 16) | seen.measure, seen.value, metrics=True)
+        self._count_values(window[seen.row], measure_key(nodes, seen.measure), seen.value, metrics=True)
         self._evict(oldest_kept)
 
     def add_call_stats(self, stats: CallStats) -> None:
@@ -311,13 +312,10 @@ class ServiceGraph:
         """The graph node of each of `rows`: services by name, GPUs and hosts as resource nodes
         (a GPU owned by the pod its exporter names, else by whoever its spans named)."""
         names, strings = self.names, batch.strings
-        # Batch string indices stay below 2^30 (a request is at most a few hundred MiB).
-        node, owner = batch.node[rows].astype(np.int64), batch.owner[rows].astype(np.int64)
-        key = (node << 32) | ((owner + 1) << 2) | batch.placement[rows]
-        distinct, inverse = np.unique(key, return_inverse=True)
+        columns = np.stack([batch.node[rows], batch.owner[rows], batch.placement[rows]], axis=1).astype(np.int64)
+        distinct, inverse = np.unique(columns, axis=0, return_inverse=True)
         ids = np.empty(distinct.shape[0], np.int64)
-        parts = ((distinct >> 32).tolist(), ((distinct >> 2) & 0x3FFFFFFF).tolist(), (distinct & 3).tolist())
-        for k, (node, owner, placement) in enumerate(zip(*parts, strict=True)):
+        for k, (node, owner, placement) in enumerate(distinct.tolist()):
             name = strings[node]
             known = names.node_ids.get(name)  # a node known from spans keeps its kind and owner
             if known is not None:
@@ -325,9 +323,9 @@ class ServiceGraph:
             elif placement == PLACED_SERVICE:
                 ids[k] = names.node(name, NodeKind.SERVICE)
             else:
-                named = strings[owner - 1] if placement == PLACED_GPU and owner > 0 else None
+                named = strings[owner] if placement == PLACED_GPU and owner >= 0 else None
                 ids[k] = names.node(name, NodeKind.RESOURCE, named)
-        result: npt.NDArray[np.int64] = ids[inverse]
+        result: npt.NDArray[np.int64] = ids[inverse.reshape(-1)]
         return result
 
     def _count_logs(
@@ -356,10 +354,10 @@ class ServiceGraph:
         span, _ = self._index.lookup(p.span, newest)
         found = span[:, 0] >= 0
         nodeop = span[found, 0]
-        template = p.key[found] & 0xFFFFFFFF
-        same_node = self.names.nodeop_node[nodeop] == (p.key[found] >> 32)
+        template = low(p.key[found])
+        same_node = self.names.nodeop_node[nodeop] == high(p.key[found])
         rows = np.flatnonzero(found)[same_node]
-        self._count_logs(p.window[rows], (nodeop[same_node] << 32) | template[same_node], p.error[rows], True)
+        self._count_logs(p.window[rows], pair_key(nodeop[same_node], template[same_node]), p.error[rows], True)
         keep = ~found & (p.window >= newest - self.pending_windows)
         if keep.any():
             self._pending_log_count = int(keep.sum())
@@ -426,7 +424,7 @@ class ServiceGraph:
         sums[:, base + 2] = duration
         if gap is not None:
             sums[:, EdgeSum.GAP] = gap
-        keys = (caller << 32) | callee
+        keys = pair_key(caller, callee)
         hist = buckets(duration)
         for aggregate, index in self._by_window(window):
             aggregate.edges.add(keys, sums, hist, index)
@@ -457,7 +455,7 @@ class ServiceGraph:
             return
         on_gpu = _ON_GPU[columns] & (gpu[rows] >= 0)
         where = np.where(on_gpu, gpu[rows], node[rows])
-        self._count_values(window[rows], (where << 8) | columns, signals[rows, columns])
+        self._count_values(window[rows], signal_key(where, columns), signals[rows, columns])
 
     def _count_values(
         self,
@@ -484,7 +482,7 @@ class ServiceGraph:
         oldest = newest - self.retention_windows + 1
         shared = found.collective_window >= oldest
         node, window = found.collective_node[shared], found.collective_window[shared]
-        self._count_values(window, (node << 8) | Signal.NCCL_OVERLAP, found.overlap_share[shared])
+        self._count_values(window, signal_key(node, Signal.NCCL_OVERLAP), found.overlap_share[shared])
         nodeop = np.concatenate([found.compute_nodeop, found.compute_gpu_nodeop])  # compute spans ran on a GPU
         window = np.tile(found.compute_window, 2)
         sums = np.zeros((nodeop.shape[0], len(OpSum)))
@@ -551,7 +549,7 @@ class ServiceGraph:
         if paired.any():
             sums = np.zeros((int(paired.sum()), len(EdgeSum)))
             sums[:, EdgeSum.PAIRED] = 1.0
-            keys = (parent_nodeop[paired] << 32) | parent_peer[paired]
+            keys = pair_key(parent_nodeop[paired], parent_peer[paired])
             for aggregate, index in self._by_window(window[paired]):
                 aggregate.edges.add(keys, sums, None, index)
 

@@ -12,6 +12,7 @@ import numpy.typing as npt
 from rca.accumulators import EdgeSum, OpSum, SignalSum, WindowAggregate
 from rca.graph import Names, ServiceGraph
 from rca.histogram import N_BUCKETS, quantile
+from rca.keys import high, low, signal_node, signal_of
 from rca.spans import Signal
 
 
@@ -83,10 +84,11 @@ def _add_edges(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) -> N
     edge_time = sums[:, EdgeSum.DURATION] + sums[:, EdgeSum.PEER_DURATION] * share
     totals: dict[tuple[int, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     hists: dict[tuple[int, int], npt.NDArray[np.int64]] = defaultdict(lambda: np.zeros(N_BUCKETS, np.int64))
-    for i, key in enumerate(keys.tolist()):
+    callers, callees = node_of[high(keys)].tolist(), node_of[low(keys)].tolist()
+    for i in range(keys.shape[0]):
         if edge_calls[i] <= 0:
             continue
-        pair = (int(node_of[key >> 32]), int(node_of[key & 0xFFFFFFFF]))
+        pair = (int(callers[i]), int(callees[i]))
         if pair[0] == pair[1]:  # a call inside one node: call structure, not a graph edge
             continue
         t = totals[pair]
@@ -109,15 +111,15 @@ def _add_edges(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) -> N
 
 def _add_signals(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) -> None:
     keys, sums, hist = aggregate.signals.view()
-    for key, row, h in zip(keys.tolist(), sums, hist, strict=True):
-        name = names.nodes[key >> 8]
+    for node, signal, row, h in zip(signal_node(keys).tolist(), signal_of(keys).tolist(), sums, hist, strict=True):
+        name = names.nodes[node]
         count = float(row[SignalSum.COUNT])
         mean = float(row[SignalSum.SUM]) / count
         variance = max(0.0, float(row[SignalSum.SUMSQ]) / count - mean * mean)
         if name not in graph:
             graph.add_node(name)
         signals = graph.nodes[name].setdefault("signals", {})
-        signals[Signal(key & 0xFF).name.lower()] = {
+        signals[Signal(signal).name.lower()] = {
             "count": count,
             "mean": mean,
             "std": variance**0.5,

@@ -12,6 +12,7 @@ import numpy as np
 from rca.accumulators import EdgeSum
 from rca.alerts import nodes_for
 from rca.graph import NodeKind, ServiceGraph
+from rca.keys import high, low
 
 UNCONNECTED = -1
 
@@ -62,8 +63,8 @@ def topology_between(graph: ServiceGraph, start_ns: int, end_ns: int) -> Topolog
         for keys, sums, _ in (w.edges.view() for w in windows):
             edge_keys.append(keys[(sums[:, EdgeSum.CALLS] > 0) | (sums[:, EdgeSum.PEER_CALLS] > 0)])
         unique = np.unique(np.concatenate(edge_keys))
-        callers = node_of[unique >> 32].tolist()
-        callees = node_of[unique & 0xFFFFFFFF].tolist()
+        callers = node_of[high(unique)].tolist()
+        callees = node_of[low(unique)].tolist()
         pairs = {(a, b) for a, b in zip(callers, callees, strict=True) if a != b}
         links.add_edges_from((names.nodes[a], names.nodes[b]) for a, b in pairs)
     present = frozenset(links.nodes)
