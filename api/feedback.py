@@ -1,4 +1,4 @@
-"""Responders' feedback on an incident (contract section 4, `POST /incidents/{id}/feedback`)."""
+"""Responders' feedback on an incident (docs/interface.md, HTTP API: `POST /incidents/{id}/feedback`)."""
 
 from __future__ import annotations
 

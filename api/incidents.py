@@ -1,4 +1,4 @@
-"""The Alertmanager webhook and the incident endpoints (contract section 4)."""
+"""The Alertmanager webhook and the incident endpoints (docs/interface.md, HTTP API)."""
 
 from __future__ import annotations
 

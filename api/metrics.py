@@ -227,7 +227,7 @@ class ServiceMetrics:
 
 
 def mount_metrics(app: FastAPI, metrics: ServiceMetrics) -> None:
-    """`GET /metrics`: the Prometheus exposition (left open by `--api-token`, as the contract says)."""
+    """`GET /metrics`: the Prometheus exposition (left open by `--api-token`, as docs/interface.md says)."""
 
     formats: dict[str, Any] = {"text/plain": {}, "application/openmetrics-text": {}}
     said = "Prometheus text, or OpenMetrics when Accept asks"

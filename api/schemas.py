@@ -1,6 +1,6 @@
-"""The incident API's wire shapes (contract sections 4 and 5): the Alertmanager webhook body in,
+"""The incident API's wire shapes (docs/interface.md, HTTP API and Alerts): the Alertmanager webhook body in,
 INCIDENT_SUMMARY / CAUSES out. Pydantic stops here: requests become core `Alert`s, and core types
-become contract JSON in the `*_json` functions below, the one place that does so."""
+become the interface's JSON in the `*_json` functions below, the one place that does so."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def simultaneous_json(root: SimultaneousRoot) -> dict[str, Any]:
 
 def several_roots_json(ranking: Ranking | None) -> dict[str, Any]:
     """`{"simultaneous": [...]}` when several roots explain the evidence better than one, else `{}`:
-    the contract's optional field is present only then."""
+    the interface's optional field is present only then."""
     if ranking is None or not ranking.simultaneous:
         return {}
     return {"simultaneous": [simultaneous_json(r) for r in ranking.simultaneous]}

@@ -1,4 +1,4 @@
-"""Bearer-token authentication for the whole HTTP API (contract section 1, `--api-token`).
+"""Bearer-token authentication for the whole HTTP API (docs/interface.md, Configuration: `--api-token`).
 
 One ASGI middleware wraps the app, so every route, mount and page added later is covered; only
 the probes and the Prometheus endpoint stay open. Tokens are compared in constant time.

@@ -75,7 +75,7 @@ class _Scores:
             "fault@1": sum(self.fault_hits) / len(self.fault_hits) if self.fault_hits else None,
             "seconds_per_case": sum(self.seconds) / n,
         }
-        if self.probabilities:  # beside the contract's keys: calibration against AC@1
+        if self.probabilities:  # beside the interface's keys: calibration against AC@1
             summary["mean_top1_probability"] = sum(self.probabilities) / len(self.probabilities)
         return summary
 
@@ -147,7 +147,7 @@ def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, fl
 def run_suite(
     suite: str, methods: Sequence[str], progress: bool = True, signals: str = SIGNALS[0]
 ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
-    """Runs the suite, sending rca the `signals` (`SIGNALS`); returns the contract's report (with
+    """Runs the suite, sending rca the `signals` (`SIGNALS`); returns the report docs/interface.md describes (with
     the signals), the per fault type breakdown and, per case, where each method placed the truth
     and what it put first."""
     if suite not in SUITES:

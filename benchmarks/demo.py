@@ -1,4 +1,4 @@
-"""`rca demo`: the whole story on one machine in under a minute (contract section 1).
+"""`rca demo`: the whole story on one machine in under a minute (docs/interface.md, Command line).
 
 A simulated LLM-serving cluster with an injected fault (`rca.simulation`) is shifted so that its
 first alert fired a minute ago, its spans and then its log records up to now go through the real

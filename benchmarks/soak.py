@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.log_payload import RECORDS_PER_REQUEST, log_export_requests
 from benchmarks.serve_process import launch
+from ingest import otlp_fields as fields
 from ingest.otlp_encode import encode_batch
 from ingest.otlp_signals import LOGS, TRACES, AnySignal
 from rca.alerts import format_rfc3339
@@ -122,8 +123,11 @@ class Layout:
     ids: tuple[int, ...]
 
 
-SPAN_LAYOUT = Layout(times=(7, 8), ids=(1, 2, 4))  # start/end time; trace, span and parent id
-LOG_LAYOUT = Layout(times=(1, 11), ids=(9, 10))  # time and observed time; trace and span id
+SPAN_LAYOUT = Layout(
+    times=(fields.SPAN_START_TIME, fields.SPAN_END_TIME),
+    ids=(fields.SPAN_TRACE_ID, fields.SPAN_SPAN_ID, fields.SPAN_PARENT_SPAN_ID),
+)
+LOG_LAYOUT = Layout(times=(fields.LOG_TIME, fields.LOG_OBSERVED_TIME), ids=(fields.LOG_TRACE_ID, fields.LOG_SPAN_ID))
 
 
 @dataclass(frozen=True)
@@ -141,9 +145,13 @@ class Template:
     def of(cls, body: bytes, layout: Layout = SPAN_LAYOUT) -> Template:
         times, prefixes, records, newest = [], [], 0, 0
         for r_field, r_start, r_end in _fields(body, 0, len(body)):
-            for s_field, s_start, s_end in _fields(body, r_start, r_end) if r_field == 1 else ():
-                for x_field, x_start, x_end in _fields(body, s_start, s_end) if s_field == 2 else ():
-                    if x_field != 2:
+            if r_field != fields.REQUEST_RESOURCES:
+                continue
+            for s_field, s_start, s_end in _fields(body, r_start, r_end):
+                if s_field != fields.RESOURCE_SCOPES:
+                    continue
+                for x_field, x_start, x_end in _fields(body, s_start, s_end):
+                    if x_field != fields.SCOPE_RECORDS:
                         continue
                     records += 1
                     for number, start, end in _fields(body, x_start, x_end):

@@ -17,6 +17,22 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit, types
 
+from ingest.otlp_fields import (
+    KEY_VALUE_KEY,
+    REQUEST_RESOURCES,
+    RESOURCE_SCOPES,
+    SCOPE_RECORDS,
+    SPAN_ATTRIBUTES,
+    SPAN_END_TIME,
+    SPAN_KIND,
+    SPAN_NAME,
+    SPAN_PARENT_SPAN_ID,
+    SPAN_SPAN_ID,
+    SPAN_START_TIME,
+    SPAN_STATUS,
+    SPAN_TRACE_ID,
+    STATUS_CODE,
+)
 from rca.intindex import Num, ids_of
 
 # Columns of the uint64 output matrix.
@@ -32,6 +48,8 @@ N_T = 3
 BAD = -1  # inconsistent with the span count, or a wire error: use the reference decoder
 
 _VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = 0, 1, 2, 3, 4, 5
+# A span's length-delimited fields rca reads (ids, name, attributes, status)
+_SPAN_LEN_FIELDS = (SPAN_TRACE_ID, SPAN_SPAN_ID, SPAN_PARENT_SPAN_ID, SPAN_NAME, SPAN_ATTRIBUTES, SPAN_STATUS)
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
@@ -168,7 +186,7 @@ def _key(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
         if pos < 0:
             return 0, -1
         field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-        if field == 1 and wire == _LEN:
+        if field == KEY_VALUE_KEY and wire == _LEN:
             length, pos = _varint(buf, pos, end)
             if pos < 0 or length > np.uint64(end - pos):
                 return 0, -1
@@ -189,7 +207,7 @@ def _status_code(buf: npt.NDArray[np.uint8], pos: Num, end: Num, code: Num) -> t
         if pos < 0:
             return code, False
         field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-        if field == 3 and wire == _VARINT:
+        if field == STATUS_CODE and wire == _VARINT:
             value, pos = _varint(buf, pos, end)
             if pos < 0:
                 return code, False
@@ -233,20 +251,20 @@ def _span(
         if pos < 0:
             return n_kv, 0, 0, -1
         field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-        if wire == _LEN and ((field <= 5 and field != 3) or field == 9 or field == 15):
+        if wire == _LEN and field in _SPAN_LEN_FIELDS:
             length, pos = _varint(buf, pos, end)
             if pos < 0 or length > np.uint64(end - pos):
                 return n_kv, 0, 0, -1
             n = np.int64(length)
-            if field == 1:
+            if field == SPAN_TRACE_ID:
                 trace_pos, trace_len = pos, n
-            elif field == 2:
+            elif field == SPAN_SPAN_ID:
                 span_pos, span_len = pos, n
-            elif field == 4:
+            elif field == SPAN_PARENT_SPAN_ID:
                 parent_pos, parent_len = pos, n
-            elif field == 5:
+            elif field == SPAN_NAME:
                 name_pos, name_len = pos, n
-            elif field == 15:
+            elif field == SPAN_STATUS:
                 code, ok = _status_code(buf, pos, pos + n, code)
                 if not ok:
                     return n_kv, 0, 0, -1
@@ -258,15 +276,15 @@ def _span(
                     kv[n_kv, 0], kv[n_kv, 1] = pos, n
                     n_kv += 1
             pos += n
-        elif field == 6 and wire == _VARINT:
+        elif field == SPAN_KIND and wire == _VARINT:
             value, pos = _varint(buf, pos, end)
             if pos < 0:
                 return n_kv, 0, 0, -1
             kind = _int32(value)
-        elif (field == 7 or field == 8) and wire == _I64:
+        elif field in (SPAN_START_TIME, SPAN_END_TIME) and wire == _I64:
             if pos + 8 > end:
                 return n_kv, 0, 0, -1
-            if field == 7:
+            if field == SPAN_START_TIME:
                 start = _fixed64(buf, pos)
             else:
                 stop = _fixed64(buf, pos)
@@ -375,7 +393,7 @@ def scan(
         if pos < 0:
             return BAD, BAD
         field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-        if not (field == 1 and wire == _LEN):
+        if not (field == REQUEST_RESOURCES and wire == _LEN):
             pos = _skip(buf, pos, end, wire, field)
             if pos < 0:
                 return BAD, BAD
@@ -390,7 +408,7 @@ def scan(
             if pos < 0:
                 return BAD, BAD
             field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-            if not (field == 2 and wire == _LEN):
+            if not (field == RESOURCE_SCOPES and wire == _LEN):
                 pos = _skip(buf, pos, rs_end, wire, field)
                 if pos < 0:
                     return BAD, BAD
@@ -405,7 +423,7 @@ def scan(
                 if pos < 0:
                     return BAD, BAD
                 field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-                if not (field == 2 and wire == _LEN):
+                if not (field == SCOPE_RECORDS and wire == _LEN):
                     pos = _skip(buf, pos, ss_end, wire, field)
                     if pos < 0:
                         return BAD, BAD

@@ -1,5 +1,5 @@
-"""`PrometheusPull`: rankings read a Prometheus-compatible query API (`--prometheus-url`, contract
-section 8): the metrics the table maps and the call statistics of the Collector's `servicegraph`
+"""`PrometheusPull`: rankings read a Prometheus-compatible query API (`--prometheus-url`,
+docs/interface.md, Metrics): the metrics the table maps and the call statistics of the Collector's `servicegraph`
 connector, Tempo's metrics-generator and span metrics, over the incident window and its history.
 
 A pull asks for whole closed windows only (those ending by `end`; `window_seconds` must be the

@@ -1,4 +1,4 @@
-"""The PromQL a ranking asks a Prometheus-compatible API (contract section 8): three grouped queries
+"""The PromQL a ranking asks a Prometheus-compatible API (docs/interface.md, Metrics): three grouped queries
 that return the raw samples of a time range (a range selector evaluated as an instant query), so
 rca reduces them to its own windows exactly as it does points sent to it.
 

@@ -1,4 +1,4 @@
-"""Alerts as Alertmanager reports them (contract section 5), and the graph nodes they point at."""
+"""Alerts as Alertmanager reports them (docs/interface.md, Alerts and incidents), and the graph nodes they point at."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-# The labels that name an alert's service, first present wins (contract section 5).
+# The labels that name an alert's service, first present wins (docs/interface.md, Alerts and incidents).
 SERVICE_LABELS = ("service", "service_name", "job", "app", "k8s_deployment_name", "deployment")
 POD_LABELS = ("pod", "k8s_pod_name")
 # Kubernetes name suffixes: a Deployment pod is NAME-<pod-template-hash>-<5 chars>, a bare
@@ -78,7 +78,7 @@ def strip_pod_suffix(pod: str) -> str:
 
 
 def service_of(labels: Mapping[str, str]) -> str | None:
-    """The alert's service by the contract's label precedence, or None."""
+    """The alert's service by the interface's label precedence, or None."""
     for key in SERVICE_LABELS:
         if labels.get(key):
             return labels[key]

@@ -1,4 +1,4 @@
-"""The `rca` command line (contract section 1)."""
+"""The `rca` command line (docs/interface.md, Command line)."""
 
 from __future__ import annotations
 

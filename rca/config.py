@@ -1,4 +1,4 @@
-"""Settings of `rca serve` (contract section 1): flag > environment > file > default.
+"""Settings of `rca serve` (docs/interface.md, Configuration): flag > environment > file > default.
 
 Every setting has a flag key (the argparse dest, e.g. ``otlp_grpc``), an environment variable
 (``RCA_`` + the key upper-cased) and a TOML key. The file (flag ``config`` or ``RCA_CONFIG``)

@@ -1,4 +1,5 @@
-"""Section 6 conventions: which span and resource attributes rca reads, and what they mean.
+"""The LLM-serving span conventions (docs/interface.md): which span and resource attributes rca
+reads, and what they mean.
 
 Decoders pass only the attributes named here (`SPAN_KEYS`, `RESOURCE_KEYS`) to
 `span_signals` and `node_names`, so the mapping from attributes to signals lives in one place.

@@ -1,4 +1,4 @@
-"""Lockstep spans (contract section 6): how much of each NCCL collective overlaps its sibling
+"""Lockstep spans (docs/interface.md, LLM-serving spans): how much of each NCCL collective overlaps its sibling
 compute span, and how much of each compute span was spent waiting in collectives.
 
 A collective (an `nccl:` span that is not point-to-point) and a compute span (one that ran on a

@@ -1,7 +1,7 @@
 """Log records: the columnar form every log decoder produces and the graph consumes.
 
-One row per record. `service` indexes `strings` (the node the record belongs to, contract
-section 7); bodies stay one string per record, since the template miner reads them. Severity is
+One row per record. `service` indexes `strings` (the node the record belongs to,
+docs/interface.md, Logs); bodies stay one string per record, since the template miner reads them. Severity is
 OTLP's SeverityNumber (1–24, 0 unspecified); `infer_severity` fills it in from the severity
 text or the body where the sender gave no number.
 """
@@ -50,7 +50,7 @@ UNKNOWN_SERVICE = "unknown_service"
 
 def log_service(resource: Mapping[str, object]) -> str:
     """The node a resource's records belong to: `service.name`, else `k8s.deployment.name`, else
-    `k8s.pod.name` without its replica-set suffix (contract section 7)."""
+    `k8s.pod.name` without its replica-set suffix (docs/interface.md, Logs)."""
     for key in (SERVICE_NAME, DEPLOYMENT_NAME):
         value = resource.get(key)
         if isinstance(value, str) and value:
@@ -143,7 +143,7 @@ def severity_of_body(body: str) -> int:
 
 def infer_severity(number: npt.NDArray[np.int64], text: Sequence[str], body: Sequence[str]) -> npt.NDArray[np.int8]:
     """Each record's SeverityNumber: the one sent (clipped to 0–24), else its severity text's,
-    else what its body shows (contract section 7)."""
+    else what its body shows (docs/interface.md, Logs)."""
     out = np.clip(number, 0, 24).astype(np.int8)
     for i in np.flatnonzero(out == 0).tolist():
         out[i] = severity_of_text(text[i]) if text[i] else 0

@@ -1,4 +1,4 @@
-"""What a root-cause ranking is (contract section 4 `CAUSES`), and the interface that makes one.
+"""What a root-cause ranking is (docs/interface.md, HTTP API: `CAUSES`), and the interface that makes one.
 
 The incident layer asks a `Ranker` for the causes behind the alerting nodes over a window of the
 service graph; the Bayesian ranker in `models/` is the one rca serves.
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class Fault(StrEnum):
-    """The fault vocabulary (contract section 4 `FAULT`)."""
+    """The fault vocabulary (docs/interface.md, HTTP API: `FAULT`)."""
 
     LATENCY = "latency"
     ERRORS = "errors"

@@ -1,7 +1,7 @@
 """Span records: the columnar form every decoder produces and the graph consumes.
 
 One row per span; strings are interned per batch so the graph can map them with one
-vectorised lookup. Signals (contract section 6) are a float matrix with NaN where absent.
+vectorised lookup. Signals (docs/interface.md, LLM-serving spans) are a float matrix with NaN where absent.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 
 class Signal(IntEnum):
-    """Numeric span signals read from the section 6 conventions, one matrix column each."""
+    """Numeric span signals read from the LLM-serving span conventions, one matrix column each."""
 
     QUEUE_TIME = 0
     QUEUE_TIME_URGENT = 1

@@ -1,4 +1,4 @@
-"""The Alertmanager v4 webhooks a case's fault would fire (contract section 5).
+"""The Alertmanager v4 webhooks a case's fault would fire (docs/interface.md, Alerts and incidents).
 
 Alerts are decided from the generated spans, as Prometheus rules over trace-derived metrics would
 decide them: p95 latency or error ratio of a user-facing service's root spans during the fault

@@ -1,7 +1,7 @@
-"""Span attributes a real deployment sets beyond the signals a `SpanBatch` holds (contract
-section 6): each NCCL span's communicator (`nccl.comm_id`, one per engine replica), rank, op and,
+"""Span attributes a real deployment sets beyond the signals a `SpanBatch` holds (docs/interface.md,
+LLM-serving spans): each NCCL span's communicator (`nccl.comm_id`, one per engine replica), rank, op and,
 for point-to-point sends, peer rank; the request attributes vLLM sets on its `llm_request` spans
-in the real-deployment style (`RequestAttributes`); and which of the contract's equivalent
+in the real-deployment style (`RequestAttributes`); and which of the interface's equivalent
 spellings the case's profile uses (`gen_ai.usage.prompt_tokens` or `input_tokens`, an
 `x-priority` header or `gen_ai.request.priority`). `rca simulate` writes them into its trace files."""
 

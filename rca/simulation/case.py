@@ -32,7 +32,7 @@ class Truth:
     scenario: str
     seed: int
     topology: str
-    fault: str  # one of the contract's FAULT names
+    fault: str  # one of the FAULT names (docs/interface.md)
     node: str  # the graph node of the cause (a service, or a `gpu:{host}/{gpu}` or `host:{host}` resource node)
     service: str  # the service owning that node
     inject_ns: int

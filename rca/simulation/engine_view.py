@@ -5,7 +5,7 @@ A request arrives (its `llm_request` span starts), waits in the queue, is schedu
 model, gets its first token, leaves the model and ends. While in the model each rank spends a
 share of the time on its GPU (`device`), a share waiting in the collective (`wait`) and the rest
 on the host; its DRAM runs at `dram` of peak while it computes. The KV-cache and NUMA levels are
-the ones its worker spans would have carried (section 6), read here by the exporters instead.
+the ones its worker spans would have carried (LLM-serving spans), read here by the exporters instead.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One engine replica's requests (contract section 6): queueing by priority, tensor-parallel ranks
+"""One engine replica's requests (LLM-serving spans, docs/interface.md): queueing by priority, tensor-parallel ranks
 computing `model_forward`, `nccl:AllReduce` overlapping it, `nccl:Send`, `sampling`.
 
 Times are seconds relative to the `llm_request` span's start. The ranks run in lockstep: every

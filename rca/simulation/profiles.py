@@ -96,7 +96,7 @@ class Profile:
     output_tokens: Range
     decode_token_s: Range  # one decode step of one rank
     host_share: Range  # a step's host-side (CPU) share of a rank's compute
-    # attribute encodings the contract allows (section 6)
+    # attribute encodings docs/interface.md allows (LLM-serving spans)
     token_keys: str  # "input_tokens" or "prompt_tokens"
     priority_encoding: str  # "level" (gen_ai.request.priority) or "header" (x-priority)
 

@@ -1,4 +1,4 @@
-"""The real-deployment style's spans: what vLLM V1 emits, not rca's own conventions (section 6).
+"""The real-deployment style's spans: what vLLM V1 emits, not rca's own conventions (docs/interface.md).
 
 vLLM V1 traces one `llm_request` SERVER span per request (its output processor's `do_tracing`):
 time to first token, e2e, time in queue, in model prefill, decode and inference, prompt and
@@ -19,7 +19,7 @@ from rca.simulation.attributes import RequestAttributes
 from rca.spans import KIND_SERVER, Signal, SpanBatch
 
 LLM_REQUEST = "llm_request"
-# the signals vLLM's `llm_request` attributes carry (read back by rca's section 6 mapping)
+# the signals vLLM's `llm_request` attributes carry (read back by rca's LLM-serving span mapping)
 VLLM_SIGNALS = (
     Signal.QUEUE_TIME,
     Signal.TIME_TO_FIRST_TOKEN,

@@ -60,7 +60,7 @@ def db(service: str, name: str, peer: str, median_s: float, sigma: float = 0.5) 
 
 @dataclass(frozen=True, slots=True)
 class LlmCluster:
-    """One engine replica's tensor-parallel group (contract section 6): its own GPUs on its own
+    """One engine replica's tensor-parallel group (LLM-serving spans, docs/interface.md): its own GPUs on its own
     host, its ranks one NCCL communicator."""
 
     engine: str

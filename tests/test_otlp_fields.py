@@ -1,0 +1,46 @@
+"""The field numbers the byte-level readers use are opentelemetry-proto's own."""
+
+from __future__ import annotations
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+from ingest import otlp_fields as f
+
+
+def _number(message: type, name: str) -> int:
+    return int(message.DESCRIPTOR.fields_by_name[name].number)
+
+
+def test_every_named_field_number_is_the_schemas() -> None:
+    expected = {
+        f.REQUEST_RESOURCES: [
+            (ExportTraceServiceRequest, "resource_spans"),
+            (ExportLogsServiceRequest, "resource_logs"),
+        ],
+        f.RESOURCE: [(ResourceSpans, "resource"), (ResourceLogs, "resource")],
+        f.RESOURCE_SCOPES: [(ResourceSpans, "scope_spans"), (ResourceLogs, "scope_logs")],
+        f.SCOPE_RECORDS: [(ScopeSpans, "spans"), (ScopeLogs, "log_records")],
+        f.SPAN_TRACE_ID: [(Span, "trace_id")],
+        f.SPAN_SPAN_ID: [(Span, "span_id")],
+        f.SPAN_TRACE_STATE: [(Span, "trace_state")],
+        f.SPAN_PARENT_SPAN_ID: [(Span, "parent_span_id")],
+        f.SPAN_NAME: [(Span, "name")],
+        f.SPAN_KIND: [(Span, "kind")],
+        f.SPAN_START_TIME: [(Span, "start_time_unix_nano")],
+        f.SPAN_END_TIME: [(Span, "end_time_unix_nano")],
+        f.SPAN_ATTRIBUTES: [(Span, "attributes")],
+        f.SPAN_STATUS: [(Span, "status")],
+        f.STATUS_CODE: [(Status, "code")],
+        f.KEY_VALUE_KEY: [(KeyValue, "key")],
+        f.LOG_TIME: [(LogRecord, "time_unix_nano")],
+        f.LOG_OBSERVED_TIME: [(LogRecord, "observed_time_unix_nano")],
+        f.LOG_TRACE_ID: [(LogRecord, "trace_id")],
+        f.LOG_SPAN_ID: [(LogRecord, "span_id")],
+    }
+    for number, fields in expected.items():
+        for message, name in fields:
+            assert _number(message, name) == number, (message.__name__, name)
