@@ -31,12 +31,13 @@ from ingest.http_receiver import otlp_http_app
 from models.health import load_params, params_version
 from models.params_file import read_params
 from models.ranker import MODEL_NAME, BayesianRanker
-from rca.alerts import Alert, format_rfc3339, nodes_for
+from rca.alerts import Alert, format_rfc3339
 from rca.config import HostPort, Settings
 from rca.feedback import FeedbackService
 from rca.graph import ServiceGraph
 from rca.graphview import Window, graph_between
 from rca.incident_service import IncidentService
+from rca.incidents_topology import topology_between
 from rca.ingestion import Ingestor
 from rca.metric_table import MetricTable
 from rca.pull import TelemetryPull
@@ -247,10 +248,9 @@ def analyze(
         print(f"rca analyze: {exc}", file=sys.stderr)
         return 2
     view = graph_between(graph, Window(0, graph.newest_ns + 1))
-    traced = sorted(n for n, d in view.nodes(data=True) if d.get("kind") == "service")
-    roots = [n for n in traced if view.in_degree(n) == 0]
-    known = set(view.nodes)
-    alert_nodes = sorted({n for a in alerts for n in nodes_for(a.service, known=known, traced=traced, roots=roots)})
+    topology = topology_between(graph, 0, graph.newest_ns + 1)  # the service's alert placement
+    roots = list(topology.roots)
+    alert_nodes = sorted({n for a in alerts for n in topology.nodes_for(a.service)})
     lookback_ns = int(Settings().lookback_seconds * 1e9)
     end = graph.newest_ns + 1
     start = min(a.starts_at_ns for a in alerts) - lookback_ns if alerts else end - lookback_ns
