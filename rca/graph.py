@@ -198,14 +198,19 @@ class ServiceGraph:
 
     # -- writing ---------------------------------------------------------------------------
 
+    def _retained(self, times: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], int]:
+        """Moves the newest event time on; each time's window, whether that window is within the
+        retention, and the oldest window kept."""
+        self.newest_ns = max(self.newest_ns, int(times.max()))
+        oldest_kept = self.newest_ns // self.window_ns - self.retention_windows + 1
+        window: npt.NDArray[np.int64] = times // self.window_ns
+        return window, window >= oldest_kept, oldest_kept
+
     def add(self, batch: SpanBatch) -> None:
         """Adds a batch of spans (any order, any event time within retention)."""
         if len(batch) == 0:
             return
-        self.newest_ns = max(self.newest_ns, int(batch.start_ns.max()))
-        oldest_kept = self.newest_ns // self.window_ns - self.retention_windows + 1
-        window = batch.start_ns // self.window_ns
-        keep = window >= oldest_kept
+        window, keep, oldest_kept = self._retained(batch.start_ns)
         if not keep.all():
             self._late += int((~keep).sum())
             batch, window = batch.select(keep), window[keep]
@@ -264,10 +269,7 @@ class ServiceGraph:
         """Adds a batch of log records (any order, any event time within retention)."""
         if len(batch) == 0:
             return
-        self.newest_ns = max(self.newest_ns, int(batch.time_ns.max()))
-        oldest_kept = self.newest_ns // self.window_ns - self.retention_windows + 1
-        window = batch.time_ns // self.window_ns
-        keep = window >= oldest_kept
+        window, keep, oldest_kept = self._retained(batch.time_ns)
         if not keep.all():
             self._late_logs += int((~keep).sum())
             batch, window = batch.select(keep), window[keep]
@@ -289,10 +291,7 @@ class ServiceGraph:
         metrics the table does not map are counted by name only (`measures.unknown`)."""
         if len(batch) == 0:
             return
-        self.newest_ns = max(self.newest_ns, int(batch.time_ns.max()))
-        oldest_kept = self.newest_ns // self.window_ns - self.retention_windows + 1
-        window = batch.time_ns // self.window_ns
-        keep = window >= oldest_kept
+        window, keep, oldest_kept = self._retained(batch.time_ns)
         if not keep.all():
             self._late_metrics += int((~keep).sum())
             batch, window = batch.select(keep), window[keep]

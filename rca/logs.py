@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from rca.alerts import strip_pod_suffix
-from rca.spans import Rejection
+from rca.spans import Rejection, Rejections
 
 SEVERITY_WARN = 13  # OTLP SeverityNumber: WARN is 13–16, ERROR 17–20, FATAL 21–24
 SEVERITY_ERROR = 17
@@ -153,16 +154,9 @@ def infer_severity(number: npt.NDArray[np.int64], text: Sequence[str], body: Seq
 
 
 @dataclass(frozen=True, slots=True)
-class LogDecodeResult:
+class LogDecodeResult(Rejections):
     """What a log decoder made of one request: the accepted records and the rejected ones."""
 
+    UNIT: ClassVar[str] = "log record"
     batch: LogBatch
     rejections: tuple[Rejection, ...] = ()
-
-    @property
-    def rejected(self) -> int:
-        return sum(r.count for r in self.rejections)
-
-    @property
-    def message(self) -> str:
-        return "; ".join(f"{r.count} log record(s): {r.reason}" for r in self.rejections)

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from rca.alerts import strip_pod_suffix
-from rca.spans import Rejection
+from rca.spans import Rejection, Rejections
 
 UNKNOWN_SERVICE = "unknown_service"
 GPU_PREFIX = "gpu:"
@@ -180,16 +181,9 @@ def concat_metrics(batches: Sequence[MetricBatch]) -> MetricBatch:
 
 
 @dataclass(frozen=True, slots=True)
-class MetricDecodeResult:
+class MetricDecodeResult(Rejections):
     """What a metric decoder made of one request: the accepted points and the rejected ones."""
 
+    UNIT: ClassVar[str] = "data point"
     batch: MetricBatch
     rejections: tuple[Rejection, ...] = ()
-
-    @property
-    def rejected(self) -> int:
-        return sum(r.count for r in self.rejections)
-
-    @property
-    def message(self) -> str:
-        return "; ".join(f"{r.count} data point(s): {r.reason}" for r in self.rejections)

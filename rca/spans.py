@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -125,12 +126,13 @@ class Rejection:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class DecodeResult:
-    """What a decoder made of one request: the accepted spans and the rejected ones."""
+class Rejections:
+    """What every decode result says of the records it refused (`rejections`, counted by
+    reason); `UNIT` names a record in messages."""
 
-    batch: SpanBatch
-    rejections: tuple[Rejection, ...] = ()
+    __slots__ = ()
+    UNIT: ClassVar[str]
+    rejections: tuple[Rejection, ...]
 
     @property
     def rejected(self) -> int:
@@ -138,7 +140,16 @@ class DecodeResult:
 
     @property
     def message(self) -> str:
-        return "; ".join(f"{r.count} span(s): {r.reason}" for r in self.rejections)
+        return "; ".join(f"{r.count} {self.UNIT}(s): {r.reason}" for r in self.rejections)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeResult(Rejections):
+    """What a decoder made of one request: the accepted spans and the rejected ones."""
+
+    UNIT: ClassVar[str] = "span"
+    batch: SpanBatch
+    rejections: tuple[Rejection, ...] = ()
 
 
 class DecodeError(ValueError):
