@@ -1,14 +1,12 @@
 """The real Alertmanager (Debian `prometheus-alertmanager`) posting to a real `rca serve`.
 
 Alerts go in through Alertmanager's API v2; Alertmanager groups them (group_wait 1s) and calls
-rca's webhook, which clusters them into incidents. Installs the package when missing and this
-runs as root with apt (bounded), else skips saying why.
+rca's webhook, which clusters them into incidents. Skips, saying why, when the package is missing
+(`make test-deps` installs it).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -21,30 +19,10 @@ import httpx
 import pytest
 
 from tests.conftest import Server
+from tests.debian import ensure_binary
 
 BINARY = "/usr/bin/prometheus-alertmanager"
 DEADLINE_S = 60.0  # how long to wait for Alertmanager to deliver (not a speed assertion)
-
-
-def _ensure_installed() -> str:
-    if os.path.exists(BINARY):
-        return BINARY
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip(f"{BINARY} missing; install Debian's prometheus-alertmanager (make test-deps as root)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-        subprocess.run(
-            ["apt-get", "install", "-y", "-q", "prometheus-alertmanager"],
-            env=env,
-            capture_output=True,
-            timeout=300,
-            check=True,
-        )
-    except (subprocess.SubprocessError, OSError) as exc:
-        pytest.skip(f"could not install prometheus-alertmanager with apt-get: {exc}")
-    if not os.path.exists(BINARY):
-        pytest.skip(f"apt-get installed prometheus-alertmanager but {BINARY} is absent")
-    return BINARY
 
 
 def _free_port() -> int:
@@ -67,7 +45,7 @@ def _wait_for(what: str, probe: Callable[[], Any]) -> Any:
 
 @pytest.fixture
 def alertmanager(tmp_path: Path, server: Server) -> Iterator[str]:
-    binary = _ensure_installed()
+    binary = ensure_binary(BINARY, "prometheus-alertmanager")
     port = _free_port()
     config = tmp_path / "alertmanager.yml"
     config.write_text(

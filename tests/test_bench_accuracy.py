@@ -7,10 +7,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pytest
+from PIL import Image
 
-from benchmarks.accuracy import REPLAY_PAST_ALERT_NS, START_NS, _replay, run_accuracy_benchmark, run_suite
+from benchmarks.accuracy import REPLAY_PAST_ALERT_NS, START_NS, _replay, run_accuracy_benchmark
 from benchmarks.cases import SMOKE_SCENARIOS, nezha_cases, simulated_cases
 from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_proto import decode_protobuf
@@ -19,7 +21,11 @@ from rca.logs import LogBatch
 
 
 def test_smoke_suite_report_has_the_contract_shape_and_rca_leads(tmp_path: Path) -> None:
-    report, breakdown, per_case = run_suite("smoke", ["rca", "threshold", "pagerank"], progress=False)
+    path = tmp_path / "report.json"
+    assert run_accuracy_benchmark("smoke", ["rca", "threshold", "pagerank"], str(path), None) == 0
+    written = json.loads(path.read_text())  # the `--report` file, as docs/interface.md describes it
+    assert set(written) == {"suite", "signals", "cases", "methods", "by_fault_type", "per_case"}
+    report, breakdown, per_case = written, written["by_fault_type"], written["per_case"]
     assert report["suite"] == "smoke" and report["cases"] == len(SMOKE_SCENARIOS)
     assert report["signals"] == "traces+logs+metrics"  # the default: whatever the cases have
     assert set(report["methods"]) == {"rca", "threshold", "pagerank"}
@@ -46,15 +52,22 @@ def test_unknown_suite_or_method_is_a_clear_error(capsys: object) -> None:
     assert run_accuracy_benchmark("smoke", ["rca"], None, None, signals="metrics") == 2
 
 
-def test_plot_draws_a_png(tmp_path: Path) -> None:
+def test_plot_draws_a_panel_per_fault_type_and_the_reliability_diagram(tmp_path: Path) -> None:
     from benchmarks.plot import plot_report
 
-    report = {"suite": "x", "cases": 1, "methods": {"rca": {"AC@1": 1.0, "AC@3": 1.0, "Avg@5": 1.0}}}
-    breakdown = {"rca/latency": {"AC@1": 1.0, "AC@3": 1.0, "Avg@5": 1.0}}
-    out = tmp_path / "plot.png"
-    plot_report(report, breakdown, out)
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    json.dumps(report)
+    scores = {"AC@1": 1.0, "AC@3": 1.0, "Avg@5": 1.0}
+    report = {"suite": "x", "cases": 2, "methods": {"rca": scores, "threshold": scores}}
+    breakdown = {f"{m}/{t}": scores for m in ("rca", "threshold") for t in ("latency", "errors")}
+    per_case = [{"rank": {"rca": 1, "threshold": 2}, "probability": p} for p in (0.3, 0.9)]
+    dpi = float(matplotlib.rcParams["figure.dpi"])
+    for name, rows, panels in (("bars.png", None, 3), ("all.png", per_case, 4)):  # all cases, each type, reliability
+        plot_report(report, breakdown, tmp_path / name, rows)
+        with Image.open(tmp_path / name) as image:
+            assert image.format == "PNG" and image.size == (round(4 * panels * dpi), round(3 * dpi))  # 4 × 3 in each
+            colours = {tuple(c) for c in np.asarray(image.convert("RGB")).reshape(-1, 3).tolist()}
+        assert {(0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E)} <= colours  # one method's bars, then the other's
+    plot_report(report, breakdown, tmp_path / "plot.svg", per_case)
+    assert (tmp_path / "plot.svg").read_text().count("<svg") == 1
 
 
 def test_every_case_ends_its_alerts_after_it_is_scored() -> None:

@@ -4,7 +4,11 @@ duplicate, unknown and wrong-wire-type fields spliced in) and on malformed bytes
 from __future__ import annotations
 
 import math
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +23,7 @@ from ingest.otlp_proto import decode_protobuf, decode_reference
 from rca.conventions import RESOURCE_KEYS, SPAN_KEYS
 from rca.spans import DecodeError, DecodeResult
 
+ROOT = Path(__file__).resolve().parents[1]
 KEYS = [*sorted(SPAN_KEYS), "http.method", "peer.servic", "gpu.idx", "x"]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -191,13 +196,103 @@ def test_malformed_bytes_raise_decode_error_or_decode_alike(data: bytes, draw: s
 
 @SETTINGS
 @given(st.binary(max_size=300), st.integers(0, 50))
-def test_scan_kernel_never_reads_past_the_buffer(data: bytes, n_spans: int) -> None:
+def test_scan_kernel_answers_bad_or_at_most_its_spans_on_any_bytes(data: bytes, n_spans: int) -> None:
+    """What the kernel returns; whether it stays inside its arrays is checked with bounds checking on
+    (`test_scan_kernel_stays_inside_the_buffer_under_bounds_checking`)."""
     keys = np.frombuffer(b"peer.service", np.uint8)
     u = np.zeros((n_spans, scan.N_U), np.uint64)
     i = np.zeros((n_spans, scan.N_I), np.int64)
     t = np.zeros((n_spans, scan.N_T), np.int64)
     names, groups = scan.scan(np.frombuffer(data, np.uint8), n_spans, keys, np.asarray([12], np.int64), u, i, t)
     assert (names, groups) == (scan.BAD, scan.BAD) or (0 <= names <= n_spans and 0 <= groups <= n_spans)
+
+
+BOUNDSCHECKED_SCAN = """
+import sys
+import numpy as np
+from google.protobuf.message import DecodeError as NotARequest
+from hypothesis import given, settings, strategies as st
+from numba import njit
+
+@njit
+def past_the_end(a):
+    return a[a.shape[0]]
+
+try:
+    past_the_end(np.zeros(1, np.uint8))
+    sys.exit("numba bounds checking is off")
+except IndexError:
+    pass
+
+from benchmarks.payload import export_requests
+from ingest import otlp_scan as scan
+from ingest.otlp_proto import decode_protobuf
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from rca.conventions import SPAN_KEYS
+from rca.spans import DecodeError
+from tests.test_ingest_scanner import SETTINGS, requests
+
+names = sorted(key.encode() for key in SPAN_KEYS)
+keys, key_ends = np.frombuffer(b"".join(names), np.uint8), np.cumsum([len(k) for k in names], dtype=np.int64)
+scans = decodes = 0
+EVERY_RUN_ALIKE = settings(SETTINGS, derandomize=True, database=None)
+
+def scan_as(body, n):
+    global scans
+    out = [np.zeros((n, w), d) for w, d in ((scan.N_U, np.uint64), (scan.N_I, np.int64), (scan.N_T, np.int64))]
+    scan.scan(np.frombuffer(body, np.uint8), n, keys, key_ends, *out)
+    scans += 1
+
+def spans_in(body):
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except NotARequest:
+        return 0
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+def cut_and_garbled(request):
+    global decodes
+    count = spans_in(request)
+    bodies = [request[:cut] for cut in range(len(request) + 1)]
+    bodies += [request[:at] + bytes([(0, 0x80, 0xFF)[at % 3]]) + request[at + 1 :] for at in range(len(request))]
+    for body in bodies:
+        for n in {0, count // 2, count, count + 2, spans_in(body)}:
+            scan_as(body, n)
+        try:
+            decode_protobuf(body)
+        except DecodeError:
+            pass
+        decodes += 1
+
+@EVERY_RUN_ALIKE
+@given(st.binary(max_size=300), st.integers(0, 50))
+def random_bytes(data, n):
+    scan_as(data, n)
+
+@EVERY_RUN_ALIKE
+@given(requests())
+def random_requests(data):
+    cut_and_garbled(data)
+
+random_bytes()
+random_requests()
+cut_and_garbled(export_requests(1, 8, 10**18)[0])
+print(scans, decodes)
+"""
+
+
+def test_scan_kernel_stays_inside_the_buffer_under_bounds_checking(tmp_path: Path) -> None:
+    """The kernels run with numba's bounds checking (a fresh cache, so nothing compiled without it is
+    reused) on the property tests' random bytes, and on their requests and a benchmark request each cut
+    at every length and with each byte in turn set to 0x00, 0x80 or 0xFF, for 0, half, all and more
+    than all their spans: an index past an array's end raises IndexError there and fails the script."""
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", BOUNDSCHECKED_SCAN], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0 and "IndexError" not in done.stderr, done.stderr[-4000:]
+    scans, decodes = map(int, done.stdout.split())
+    assert scans > decodes > 1000  # every input was scanned (several span counts each) and decoded
 
 
 def test_benchmark_payload_decodes_alike_and_groups_attributes() -> None:

@@ -3,10 +3,8 @@ simulated incident, the page's DOM and a screenshot checked."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,33 +13,11 @@ import httpx
 import pytest
 from PIL import Image
 
+from tests.debian import ensure_binary
 from tests.incidentcase import LiveIncident, live_incident
 
 WINDOW = (1400, 2000)
 CAUSE_RED = (0xF2, 0x49, 0x5C)
-
-
-def _chromium() -> str:
-    """The chromium binary, installed with apt-get when missing and running as root; else a skip."""
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("chromium is not installed (Debian package `chromium`; `make test-deps` installs it as root)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-
-    def apt(*args: str) -> None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            subprocess.run(["apt-get", *args], env=env, capture_output=True, timeout=300, check=False)
-
-    apt("install", "-y", "-q", "chromium")
-    if not shutil.which("chromium"):
-        apt("update", "-q")
-        apt("install", "-y", "-q", "chromium")
-    found = shutil.which("chromium")
-    if not found:
-        pytest.skip("chromium is missing and apt-get could not install it")
-    return found
 
 
 def _headless(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -56,7 +32,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveIncident]:
 
 
 def test_incident_page_renders_in_chromium(live: LiveIncident, tmp_path: Path) -> None:
-    chromium = _chromium()
+    chromium = ensure_binary("/usr/bin/chromium", "chromium")
     url = f"{live.server.api}/ui/incidents/{live.incident_id}"
     dom = _headless(chromium, tmp_path / "profile", "--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
