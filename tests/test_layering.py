@@ -6,7 +6,18 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN_IN_CORE = ("grpc", "fastapi", "pydantic", "starlette", "uvicorn", "google", "opentelemetry", "ingest", "api")
+FORBIDDEN_IN_CORE = (
+    "grpc",
+    "fastapi",
+    "pydantic",
+    "starlette",
+    "uvicorn",
+    "google",
+    "opentelemetry",
+    "httpx",
+    "ingest",
+    "api",
+)
 COMPOSITION_ROOTS = {"compose.py"}
 
 
