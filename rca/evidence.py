@@ -324,18 +324,21 @@ def _ownership_pairs(graph: ServiceGraph, measured: Index, pairs: Index) -> Inde
     fault there reaches them as a callee's does its callers)."""
     names = graph.names
     linked = set(pairs[:, 1].tolist())
-    out: list[tuple[int, int]] = []
-    for node in measured.tolist():
-        if node in linked or names.kinds[node] is not NodeKind.RESOURCE:
-            continue
-        name = names.nodes[node]
-        if name.startswith(HOST_PREFIX):
-            gpus = f"{GPU_PREFIX}{name.removeprefix(HOST_PREFIX)}/"
-            owners = {names.owners[g] for g, text in enumerate(names.nodes) if text.startswith(gpus)}
-            out += [(owner, node) for owner in sorted(owners) if names.kinds[owner] is NodeKind.SERVICE]
-        elif names.owners[node] != node:
-            out.append((names.owners[node], node))
+    unlinked = [n for n in measured.tolist() if n not in linked and names.kinds[n] is NodeKind.RESOURCE]
+    out = [(names.owners[n], n) for n in unlinked if names.owners[n] != n and not _is_host(names.nodes[n])]
+    hosts = {names.nodes[n].removeprefix(HOST_PREFIX): n for n in unlinked if _is_host(names.nodes[n])}
+    if hosts:  # one pass over the GPUs: each names its host
+        owners: dict[int, set[int]] = {n: set() for n in hosts.values()}
+        for gpu, text in enumerate(names.nodes):
+            host = hosts.get(text.removeprefix(GPU_PREFIX).rpartition("/")[0]) if text.startswith(GPU_PREFIX) else None
+            if host is not None and names.kinds[names.owners[gpu]] is NodeKind.SERVICE:
+                owners[host].add(names.owners[gpu])
+        out += [(owner, host) for host, found in owners.items() for owner in sorted(found)]
     return np.asarray(out, np.int64).reshape(-1, 2)
+
+
+def _is_host(name: str) -> bool:
+    return name.startswith(HOST_PREFIX)
 
 
 def _edge_pairs(x: _Extractor) -> Index:

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from ingest.files import decode_log_file
@@ -26,6 +25,7 @@ from rca.graph import ServiceGraph
 from rca.logs import LogBatch, LogDecodeResult
 from rca.series import window_series
 from rca.spans import DecodeError
+from tests.metricrequests import any_value
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 T0 = 1_767_000_000_000_000_000
@@ -248,28 +248,6 @@ def test_the_service_falls_back_to_the_deployment_then_the_pod(attributes: dict[
         assert services(result.batch) == [service]
 
 
-def _any(value: object) -> AnyValue:
-    out = AnyValue()
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            kv = out.kvlist_value.values.add()
-            kv.key = key
-            kv.value.CopyFrom(_any(inner))
-    elif isinstance(value, list):
-        out.array_value.values.extend(_any(v) for v in value)
-    elif isinstance(value, bool):
-        out.bool_value = value
-    elif isinstance(value, int):
-        out.int_value = value
-    elif isinstance(value, float):
-        out.double_value = value
-    elif isinstance(value, bytes):
-        out.bytes_value = value
-    elif isinstance(value, str):
-        out.string_value = value
-    return out
-
-
 @pytest.mark.parametrize(
     ("value", "text"),
     [
@@ -285,7 +263,7 @@ def _any(value: object) -> AnyValue:
 )
 def test_bodies_that_are_not_strings_become_stable_text(value: object, text: str) -> None:
     message = request(({"service.name": "cart"}, [record()]))
-    message.resource_logs[0].scope_logs[0].log_records[0].body.CopyFrom(_any(value))
+    message.resource_logs[0].scope_logs[0].log_records[0].body.CopyFrom(any_value(value))
     for result in both(message):
         assert result.batch.body == (text,)
 

@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -23,9 +23,9 @@ from ingest.otlp_encode import encode_batch
 from ingest.otlp_json import decode_document, decode_otlp_json
 from ingest.otlp_proto import decode_protobuf, decode_reference
 from rca.simulation import simulate
-from rca.spans import DecodeError, DecodeResult
+from rca.spans import DecodeResult
+from tests.fuzzing import FUZZ, decode_or_refuse, mutated
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MIN_SPAN_BYTES = 2  # the smallest encoding of an (empty) span inside a request
 
 
@@ -44,49 +44,19 @@ def _bounded(result: DecodeResult, size: int) -> None:
     assert spans <= max(size, 1) // MIN_SPAN_BYTES + 1, (spans, size)
 
 
-def _decode_or_refuse(decode: Any, data: object) -> DecodeResult | None:
-    try:
-        result: DecodeResult = decode(data)
-    except DecodeError as exc:
-        assert str(exc)  # refusals say why
-        return None
-    return result
-
-
-@st.composite
-def mutated(draw: st.DrawFn) -> bytes:
-    """A seed message with a few byte-level edits."""
-    data = bytearray(draw(st.sampled_from(seed_messages())))
-    for _ in range(draw(st.integers(1, 4))):
-        at = draw(st.integers(0, len(data)))
-        edit = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "splice"]))
-        if edit == "flip" and at < len(data):
-            data[at] ^= 1 << draw(st.integers(0, 7))
-        elif edit == "insert":
-            data[at:at] = draw(st.binary(min_size=1, max_size=8))
-        elif edit == "delete":
-            del data[at : at + draw(st.integers(1, 16))]
-        elif edit == "truncate":
-            del data[at:]
-        else:
-            other = draw(st.sampled_from(seed_messages()))
-            data[at:] = other[draw(st.integers(0, len(other))) :]
-    return bytes(data)
-
-
 @FUZZ
 @given(st.binary(max_size=2048))
 def test_random_bytes_decode_or_raise_decode_error(data: bytes) -> None:
-    result = _decode_or_refuse(decode_protobuf, data)
+    result = decode_or_refuse(decode_protobuf, data)
     if result is not None:
         _bounded(result, len(data))
 
 
 @FUZZ
-@given(mutated())
+@given(mutated(seed_messages()))
 def test_mutated_requests_decode_like_the_reference_or_raise_decode_error(data: bytes) -> None:
-    result = _decode_or_refuse(decode_protobuf, data)
-    reference = _decode_or_refuse(decode_reference, data)
+    result = decode_or_refuse(decode_protobuf, data)
+    reference = decode_or_refuse(decode_reference, data)
     assert (result is None) == (reference is None)
     if result is not None and reference is not None:
         _bounded(result, len(data))
@@ -179,27 +149,27 @@ def _seed_json() -> dict[str, Any]:
 def test_otlp_json_documents_decode_or_raise_decode_error(document: Any) -> None:
     text = json.dumps(document)
     for data in (text, text.encode()):
-        result = _decode_or_refuse(decode_otlp_json, data)
+        result = decode_or_refuse(decode_otlp_json, data)
         if result is not None:
             _bounded(result, len(text))
-    _decode_or_refuse(decode_document, document)
+    decode_or_refuse(decode_document, document)
 
 
 @FUZZ
 @given(shaped_json(JAEGER_KEYS))
 def test_jaeger_json_documents_decode_or_raise_decode_error(document: Any) -> None:
     text = json.dumps(document)
-    result = _decode_or_refuse(decode_jaeger_json, text)
+    result = decode_or_refuse(decode_jaeger_json, text)
     if result is not None:
         _bounded(result, len(text))
-    _decode_or_refuse(decode_jaeger_document, document)
+    decode_or_refuse(decode_jaeger_document, document)
 
 
 @FUZZ
 @given(st.binary(max_size=512) | st.text(max_size=512).map(str.encode))
 def test_json_decoders_refuse_non_json_bytes(data: bytes) -> None:
     for decode in (decode_otlp_json, decode_jaeger_json):
-        result = _decode_or_refuse(decode, data)
+        result = decode_or_refuse(decode, data)
         if result is not None:
             _bounded(result, len(data))
 
@@ -215,11 +185,11 @@ def test_deeply_nested_json_is_decoded_or_refused_not_a_crash(depth: int) -> Non
     )
     tags = f'[{{"key": "gpu.id", "type": "string", "value": {value}}}]'
     jaeger = f'{{"data": [{{"traceID": "ab", "spans": [{{"spanID": "cd", "tags": {tags}}}], "processes": {{}}}}]}}'
-    _decode_or_refuse(decode_otlp_json, otlp)
-    _decode_or_refuse(decode_jaeger_json, jaeger)
+    decode_or_refuse(decode_otlp_json, otlp)
+    decode_or_refuse(decode_jaeger_json, jaeger)
     nested = "[" * depth * 20 + "]" * depth * 20
-    assert _decode_or_refuse(decode_otlp_json, nested) is None
-    assert _decode_or_refuse(decode_jaeger_json, nested) is None
+    assert decode_or_refuse(decode_otlp_json, nested) is None
+    assert decode_or_refuse(decode_jaeger_json, nested) is None
 
 
 def test_decoding_memory_grows_with_the_input_not_beyond() -> None:
@@ -234,7 +204,7 @@ def test_decoding_memory_grows_with_the_input_not_beyond() -> None:
         for data in inputs:
             tracemalloc.reset_peak()
             before = tracemalloc.get_traced_memory()[0]
-            _decode_or_refuse(decode_protobuf, data)
+            decode_or_refuse(decode_protobuf, data)
             peak = tracemalloc.get_traced_memory()[1] - before
             assert peak <= 64 * len(data) + (4 << 20), (len(data), peak)
     finally:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
@@ -23,9 +23,9 @@ from rca.graph import ServiceGraph
 from rca.logs import LogBatch, LogDecodeResult
 from rca.logtemplates import TemplateMiner
 from rca.spans import DecodeError
+from tests.fuzzing import FUZZ, decode_or_refuse, mutated, varint
 from tests.test_decode_logs import SPAN, T0, TRACE, otlp_json, record, request
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MIN_RECORD_BYTES = 2  # the smallest encoding of an (empty) log record inside a request
 
 
@@ -58,40 +58,10 @@ def _bounded(result: LogDecodeResult, size: int) -> None:
     assert len(result.batch.body) == len(result.batch) == result.batch.severity.shape[0]
 
 
-def _decode_or_refuse(decode: Any, data: object) -> LogDecodeResult | None:
-    try:
-        result: LogDecodeResult = decode(data)
-    except DecodeError as exc:
-        assert str(exc)  # refusals say why
-        return None
-    return result
-
-
-@st.composite
-def mutated(draw: st.DrawFn, seeds: tuple[bytes, ...]) -> bytes:
-    """A seed with a few byte-level edits."""
-    data = bytearray(draw(st.sampled_from(seeds)))
-    for _ in range(draw(st.integers(1, 4))):
-        at = draw(st.integers(0, len(data)))
-        edit = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "splice"]))
-        if edit == "flip" and at < len(data):
-            data[at] ^= 1 << draw(st.integers(0, 7))
-        elif edit == "insert":
-            data[at:at] = draw(st.binary(min_size=1, max_size=8))
-        elif edit == "delete":
-            del data[at : at + draw(st.integers(1, 16))]
-        elif edit == "truncate":
-            del data[at:]
-        else:
-            other = draw(st.sampled_from(seeds))
-            data[at:] = other[draw(st.integers(0, len(other))) :]
-    return bytes(data)
-
-
 @FUZZ
 @given(st.binary(max_size=2048))
 def test_random_bytes_decode_or_raise_decode_error(data: bytes) -> None:
-    result = _decode_or_refuse(decode_logs_protobuf, data)
+    result = decode_or_refuse(decode_logs_protobuf, data)
     if result is not None:
         _bounded(result, len(data))
 
@@ -100,7 +70,7 @@ def test_random_bytes_decode_or_raise_decode_error(data: bytes) -> None:
 @given(st.data())
 def test_mutated_requests_decode_or_raise_decode_error(data: st.DataObject) -> None:
     message = data.draw(mutated(seed_messages()))
-    result = _decode_or_refuse(decode_logs_protobuf, message)
+    result = decode_or_refuse(decode_logs_protobuf, message)
     if result is not None:
         _bounded(result, len(message))
 
@@ -109,7 +79,7 @@ def test_mutated_requests_decode_or_raise_decode_error(data: st.DataObject) -> N
 @given(st.data())
 def test_mutated_json_decodes_or_raises_decode_error(data: st.DataObject) -> None:
     document = data.draw(mutated(seed_documents()))
-    result = _decode_or_refuse(decode_logs_json, document)
+    result = decode_or_refuse(decode_logs_json, document)
     if result is not None:
         _bounded(result, len(document))
 
@@ -137,7 +107,7 @@ _JSON = st.recursive(
 @FUZZ
 @given(_JSON)
 def test_random_otlp_shaped_json_decodes_or_raises_decode_error(document: Any) -> None:
-    result = _decode_or_refuse(decode_logs_document, document)
+    result = decode_or_refuse(decode_logs_document, document)
     if result is not None:
         _bounded(result, len(json.dumps(document)))
 
@@ -153,25 +123,16 @@ def test_deep_json_is_refused_not_a_crash(opening: str) -> None:
 def test_deep_protobuf_bodies_are_refused_not_a_crash() -> None:
     value = b"\x0a\x01x"  # AnyValue{string_value: "x"}
     for _ in range(1_000):  # AnyValue{array_value: ArrayValue{values: [value]}}
-        array = b"\x0a" + _varint(len(value)) + value
-        value = b"\x2a" + _varint(len(array)) + array
+        array = b"\x0a" + varint(len(value)) + value
+        value = b"\x2a" + varint(len(array)) + array
     message = request(({"service.name": "cart"}, [record()])).SerializeToString()
-    log_record = b"\x09" + T0.to_bytes(8, "little") + b"\x2a" + _varint(len(value)) + value
-    scope = b"\x12" + _varint(len(log_record)) + log_record
-    resource_logs = b"\x12" + _varint(len(scope)) + scope
-    data = b"\x0a" + _varint(len(resource_logs)) + resource_logs
+    log_record = b"\x09" + T0.to_bytes(8, "little") + b"\x2a" + varint(len(value)) + value
+    scope = b"\x12" + varint(len(log_record)) + log_record
+    resource_logs = b"\x12" + varint(len(scope)) + scope
+    data = b"\x0a" + varint(len(resource_logs)) + resource_logs
     assert decode_logs_protobuf(message).rejected == 0  # the framing is right: only the depth is refused
     with pytest.raises(DecodeError, match="malformed"):
         decode_logs_protobuf(data)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def test_a_huge_body_decodes_whole_and_the_miner_cuts_it() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
@@ -22,6 +22,7 @@ from ingest.otlp_metrics import MAX_SCALE, MIN_SCALE, decode_metrics_protobuf, e
 from ingest.otlp_metrics_json import decode_metrics_document, decode_metrics_json
 from rca.metrics import MetricDecodeResult
 from rca.spans import DecodeError
+from tests.fuzzing import FUZZ, decode_or_refuse, mutated, varint
 from tests.metricrequests import (
     CUMULATIVE,
     DELTA,
@@ -36,7 +37,6 @@ from tests.metricrequests import (
     summary_point,
 )
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MIN_POINT_BYTES = 2  # the smallest encoding of an (empty) data point, or of `{}` in JSON
 
 
@@ -75,40 +75,10 @@ def _bounded(result: MetricDecodeResult, size: int) -> None:
     assert batch.time_ns.min(initial=1) > 0  # validated: no point without a time
 
 
-def _decode_or_refuse(decode: Any, data: object) -> MetricDecodeResult | None:
-    try:
-        result: MetricDecodeResult = decode(data)
-    except DecodeError as exc:
-        assert str(exc)  # refusals say why
-        return None
-    return result
-
-
-@st.composite
-def mutated(draw: st.DrawFn, seeds: tuple[bytes, ...]) -> bytes:
-    """A seed with a few byte-level edits."""
-    data = bytearray(draw(st.sampled_from(seeds)))
-    for _ in range(draw(st.integers(1, 4))):
-        at = draw(st.integers(0, len(data)))
-        edit = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "splice"]))
-        if edit == "flip" and at < len(data):
-            data[at] ^= 1 << draw(st.integers(0, 7))
-        elif edit == "insert":
-            data[at:at] = draw(st.binary(min_size=1, max_size=8))
-        elif edit == "delete":
-            del data[at : at + draw(st.integers(1, 16))]
-        elif edit == "truncate":
-            del data[at:]
-        else:
-            other = draw(st.sampled_from(seeds))
-            data[at:] = other[draw(st.integers(0, len(other))) :]
-    return bytes(data)
-
-
 @FUZZ
 @given(st.binary(max_size=2048))
 def test_random_bytes_decode_or_raise_decode_error(data: bytes) -> None:
-    result = _decode_or_refuse(decode_metrics_protobuf, data)
+    result = decode_or_refuse(decode_metrics_protobuf, data)
     if result is not None:
         _bounded(result, len(data))
 
@@ -117,7 +87,7 @@ def test_random_bytes_decode_or_raise_decode_error(data: bytes) -> None:
 @given(st.data())
 def test_mutated_requests_decode_or_raise_decode_error(data: st.DataObject) -> None:
     message = data.draw(mutated(seed_messages()))
-    result = _decode_or_refuse(decode_metrics_protobuf, message)
+    result = decode_or_refuse(decode_metrics_protobuf, message)
     if result is not None:
         _bounded(result, len(message))
 
@@ -126,7 +96,7 @@ def test_mutated_requests_decode_or_raise_decode_error(data: st.DataObject) -> N
 @given(st.data())
 def test_mutated_json_decodes_or_raises_decode_error(data: st.DataObject) -> None:
     document = data.draw(mutated(seed_documents()))
-    result = _decode_or_refuse(decode_metrics_json, document)
+    result = decode_or_refuse(decode_metrics_json, document)
     if result is not None:
         _bounded(result, len(document))
 
@@ -157,7 +127,7 @@ _JSON = st.recursive(
 @FUZZ
 @given(_JSON)
 def test_random_otlp_shaped_json_decodes_or_raises_decode_error(document: Any) -> None:
-    result = _decode_or_refuse(decode_metrics_document, document)
+    result = decode_or_refuse(decode_metrics_document, document)
     if result is not None:
         _bounded(result, len(json.dumps(document)))
 
@@ -187,17 +157,8 @@ def test_deep_json_is_refused_not_a_crash(opening: str) -> None:
         decode_metrics_json(body + "]}]}}]}]}]}")
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def test_deep_protobuf_attribute_values_are_refused_not_a_crash() -> None:
