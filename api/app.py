@@ -18,11 +18,11 @@ from api.nodegraph import node_graph
 from api.security import require_token
 from api.timeparams import parse_time_ns
 from api.ui import mount_ui
-from rca.feedback import FeedbackService
-from rca.graph import ServiceGraph
-from rca.graphview import Window, default_window, graph_between
-from rca.incident_service import IncidentService
-from rca.ingestion import Ingestor
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.view import Window, default_window, graph_between
+from rca.graph.writer import GraphWriter
+from rca.incidents.feedback import FeedbackService
+from rca.incidents.service import IncidentService
 
 
 def _invalid(name: str, value: str | None, message: str) -> RequestValidationError:
@@ -47,7 +47,7 @@ def _window(graph: ServiceGraph, start: str | None, end: str | None) -> Window:
 
 
 def create_app(
-    ingestor: Ingestor,
+    writer: GraphWriter,
     incidents: IncidentService | None = None,
     *,
     api_token: str | None = None,
@@ -87,6 +87,6 @@ def create_app(
             window = _window(g, start, end)
             return node_graph(graph_between(g, window), (window.end_ns - window.start_ns) / 1e9)
 
-        return JSONResponse(ingestor.read(render))
+        return JSONResponse(writer.read(render))
 
     return app

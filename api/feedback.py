@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from rca.alerts import format_rfc3339
-from rca.feedback import FeedbackService
-from rca.labels import LabelledIncident
-from rca.ranking import Fault
+from rca.incidents.feedback import FeedbackService
+from rca.incidents.labels import LabelledIncident
+from rca.telemetry.alerts import format_rfc3339
+from rca.telemetry.faults import Fault
 
 MAX_NOTE = 10_000
 

@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 
 from api.nodegraph import incident_edge_frame, incident_node_frame, incident_node_graph
-from rca.incident_graph import IncidentGraph
-from rca.incident_service import IncidentService
+from rca.incidents.causal_graph import IncidentGraph
+from rca.incidents.service import IncidentService
 
 
 def incident_graph_router(service: IncidentService) -> APIRouter:

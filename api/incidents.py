@@ -7,8 +7,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 
 from api.schemas import WebhookBody, causes_json, detail_json, summary_json
-from rca.incident_service import IncidentService
-from rca.incidents import IncidentStatus
+from rca.incidents.model import IncidentStatus
+from rca.incidents.service import IncidentService
 
 
 def _unknown(incident_id: str) -> HTTPException:

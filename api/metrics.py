@@ -20,12 +20,13 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
-from rca.graph import IngestCounts, NodeKind, ServiceGraph
-from rca.incidents import IncidentStatus
-from rca.ingestion import Ingestor
-from rca.ranking import Ranker, Ranking
-from rca.receiving import SpanSink
-from rca.store import IncidentStore
+from rca.graph.names import NodeKind
+from rca.graph.service_graph import IngestCounts, ServiceGraph
+from rca.graph.sink import SpanSink
+from rca.graph.writer import GraphWriter
+from rca.incidents.model import IncidentStatus
+from rca.incidents.store import IncidentStore
+from rca.ranking.causes import Ranker, Ranking
 
 log = logging.getLogger("rca.metrics")
 DECODE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -62,9 +63,9 @@ def _services(graph: ServiceGraph) -> list[str]:
 class _StateCollector:
     """Reads the service's state at scrape time (prometheus_client's custom collector protocol)."""
 
-    def __init__(self, sink: SpanSink, ingestor: Ingestor, store: IncidentStore | None) -> None:
+    def __init__(self, sink: SpanSink, writer: GraphWriter, store: IncidentStore | None) -> None:
         self.sink = sink
-        self.ingestor = ingestor
+        self.writer = writer
         self.store = store
 
     def describe(self) -> list[Metric]:
@@ -72,7 +73,7 @@ class _StateCollector:
 
     def collect(self) -> Iterator[Metric]:
         yield from self._ingest()
-        graph_counts, services, unknown = self.ingestor.read(
+        graph_counts, services, unknown = self.writer.read(
             lambda g: (g.counts(), _services(g), dict(g.measures.unknown))
         )
         yield from self._graph(graph_counts)
@@ -115,7 +116,7 @@ class _StateCollector:
             "rca_data_points_dropped", "Accepted data points not kept (the client was told to retry).", points.dropped
         )
         yield GaugeMetricFamily(
-            "rca_ingest_queue_depth", "Span, log and metric batches waiting for the graph writer.", self.ingestor.depth
+            "rca_ingest_queue_depth", "Span, log and metric batches waiting for the graph writer.", self.writer.depth
         )
 
     @staticmethod
@@ -216,9 +217,9 @@ class ServiceMetrics:
     def observed(self, ranker: Ranker) -> Ranker:
         return ObservedRanker(ranker, self.ranking_seconds)
 
-    def watch(self, sink: SpanSink, ingestor: Ingestor, store: IncidentStore | None) -> None:
+    def watch(self, sink: SpanSink, writer: GraphWriter, store: IncidentStore | None) -> None:
         """Adds the scrape-time reading of these objects."""
-        self.registry.register(_StateCollector(sink, ingestor, store))
+        self.registry.register(_StateCollector(sink, writer, store))
 
     def exposition(self, accept: str) -> tuple[bytes, str]:
         """The exposition in the format `accept` asks for (OpenMetrics or Prometheus text), and its type."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import networkx as nx
 
-from rca.incident_graph import IncidentGraph
+from rca.incidents.causal_graph import IncidentGraph
 
 KIND_COLORS = {"service": "#5794f2", "virtual": "#8e8e8e", "resource": "#ff9830"}
 CAUSE_COLOR = "#f2495c"  # the top cause, and the causal path's edges

@@ -8,10 +8,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rca.alerts import Alert, AlertStatus, fingerprint_of, format_rfc3339, parse_rfc3339_ns, service_of
-from rca.incidents import IncidentCauses, IncidentDetail, IncidentSummary
-from rca.pull import SPANS_OK, SourceStatus
-from rca.ranking import Cause, Ranking, SimultaneousRoot
+from rca.incidents.model import IncidentCauses, IncidentDetail, IncidentSummary
+from rca.ranking.causes import Cause, Ranking, SimultaneousRoot
+from rca.ranking.pull import SPANS_OK, SourceStatus
+from rca.telemetry.alerts import Alert, AlertStatus, fingerprint_of, format_rfc3339, parse_rfc3339_ns, service_of
 
 
 def _rfc3339(value: str) -> str:

@@ -15,11 +15,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from api.layout import Box, layered_layout
 from api.nodegraph import incident_node_frame, percent_text, signal_text
-from rca.alerts import format_rfc3339
-from rca.incident_graph import IncidentGraph
-from rca.incident_service import IncidentService
-from rca.incidents import IncidentStatus
-from rca.ranking import Cause, Evidence
+from rca.incidents.causal_graph import IncidentGraph
+from rca.incidents.model import IncidentStatus
+from rca.incidents.service import IncidentService
+from rca.ranking.causes import Cause, Evidence
+from rca.telemetry.alerts import format_rfc3339
 
 STATIC = Path(__file__).parent / "static"
 GRAPH_NODES = 80  # at most this many nodes drawn (the top path and alerting nodes always are)

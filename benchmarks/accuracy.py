@@ -34,7 +34,7 @@ from benchmarks.serve_process import launch
 from ingest.otlp_encode import encode_batch, encode_log_batch
 from ingest.otlp_encode_metrics import encode_metric_batch
 from models.training import REPLAY_PAST_ALERT_NS
-from rca.graph import ServiceGraph
+from rca.graph.service_graph import ServiceGraph
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 EXPORT_LOGS = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"

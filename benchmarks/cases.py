@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rca.datasets.nezha import case_telemetry, default_root, load_cases, shift_batch, shift_logs
-from rca.datasets.nezha_metrics import case_metrics
-from rca.logs import LogBatch
-from rca.metrics import MetricBatch
-from rca.simulation import SCENARIOS, simulate
-from rca.spans import SpanBatch
+from benchmarks.nezha import case_telemetry, default_root, load_cases, shift_batch, shift_logs
+from benchmarks.nezha_metrics import case_metrics
+from rca.telemetry.logs import LogBatch
+from rca.telemetry.metrics import MetricBatch
+from rca.telemetry.spans import SpanBatch
+from simulation import SCENARIOS, simulate
 
 GAP_NS = 3600 * 1_000_000_000
 NEZHA_ALERT_DELAY_NS = 60 * 1_000_000_000  # the alert fires a minute after injection

@@ -1,6 +1,6 @@
 """`rca demo`: the whole story on one machine in under a minute (docs/interface.md, Command line).
 
-A simulated LLM-serving cluster with an injected fault (`rca.simulation`) is shifted so that its
+A simulated LLM-serving cluster with an injected fault (`simulation`) is shifted so that its
 first alert fired a minute ago, its spans and then its log records up to now go through the real
 OpenTelemetry SDK and OTLP/gRPC exporters into a fresh `rca serve` on free loopback ports, the Alertmanager webhooks
 fired by then are POSTed, and the ranked causes are printed beside the truth with the URL of the
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from benchmarks.serve_process import launch
 
 if TYPE_CHECKING:
-    from rca.simulation import SimulatedCase
+    from simulation import SimulatedCase
 
 PAST_ALERT_NS = 60 * 1_000_000_000  # spans sent up to a minute past the first alert, as `rca bench` does
 SHOWN_CAUSES = 3
@@ -56,7 +56,7 @@ def _first_alert_ns(case: SimulatedCase) -> int:
 def live_case(scenario: str, seed: int, rate: float) -> tuple[SimulatedCase, int]:
     """The case re-simulated so that its first alert started a minute ago, cut at now: only the
     spans, log records and firing webhooks that exist by then. Returns it and the cut (event time)."""
-    from rca.simulation import simulate
+    from simulation import simulate
 
     probe = simulate(scenario, seed=seed, rate=rate)
     offset = _first_alert_ns(probe) + PAST_ALERT_NS - probe.start_ns

@@ -26,9 +26,9 @@ from models.health import HealthParams, load_params, params_version
 from models.params_file import read_params
 from models.ranker import BayesianRanker
 from models.training import simulated_case
-from rca.ranking import Fault
-from rca.simulation.profiles import PROFILES
-from rca.simulation.real_style import STYLES
+from rca.telemetry.faults import Fault
+from simulation.profiles import PROFILES
+from simulation.real_style import STYLES
 
 SIGNALS_SHOWN = 2  # a miss shows its top cause's strongest signals
 

@@ -37,10 +37,10 @@ from benchmarks.payload import export_requests
 from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_metrics import decode_metrics_protobuf
 from ingest.otlp_proto import decode_protobuf
-from rca.config import HostPort, Settings
+from rca.app.config import HostPort, Settings
 
 if TYPE_CHECKING:
-    from rca.compose import Service
+    from rca.app.compose import Service
 
 T = TypeVar("T")
 
@@ -176,7 +176,7 @@ def _bare_receiver(load: Load, payloads: list[bytes], seconds: float, work: Call
 def _with_rca(drive: Callable[[str], T], watch: Callable[[Service], None] | None = None) -> T:
     """Runs `drive(otlp_grpc_address)` against an in-process `rca serve` (10 min retention);
     `watch` runs beside it in the event loop's thread pool."""
-    from rca.compose import Service
+    from rca.app.compose import Service
 
     settings = Settings(
         otlp_grpc=HostPort("127.0.0.1", 0),
@@ -194,7 +194,7 @@ def _with_rca(drive: Callable[[str], T], watch: Callable[[Service], None] | None
         listening = await ready
         watcher = asyncio.create_task(asyncio.to_thread(watch, service)) if watch else None
         results.append(await asyncio.to_thread(drive, listening["otlp_grpc"]))
-        counts = service.ingestor.read(lambda g: g.counts())
+        counts = service.writer.read(lambda g: g.counts())
         ingested = (
             f"{counts.spans:,} spans"
             if counts.spans
@@ -262,7 +262,7 @@ def run_steady_benchmark(rate: float, seconds: float, every: float = 30.0) -> in
     def watch(service: Service) -> None:
         begin = time.perf_counter()
         while not done.wait(every):
-            counts = service.ingestor.read(lambda g: g.counts())
+            counts = service.writer.read(lambda g: g.counts())
             print(
                 f"  t={time.perf_counter() - begin:5.0f}s  RSS {_rss_mb():6.0f} MB  spans {counts.spans:>12,}"
                 f"  windows {len(service.graph.windows):3d}  aggregates {service.graph.nbytes() / 1e6:6.1f} MB"

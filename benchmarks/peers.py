@@ -6,7 +6,7 @@
 - `pagerank`: MicroRank-style personalised PageRank on the call graph with edges turned
   callee → caller... walked backwards from the alerting nodes, personalised by each node's
   latency and error anomaly, so the walk settles where anomalies are and lead.
-Both read the same `rca.graphview` windows: the onset-free baseline is the lookback's first
+Both read the same `rca.graph.view` windows: the onset-free baseline is the lookback's first
 half, the observed part its second.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import networkx as nx
 
-from rca.graph import ServiceGraph
-from rca.graphview import Window, graph_between
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.view import Window, graph_between
 
 
 def _halves(graph: ServiceGraph, start_ns: int, end_ns: int) -> tuple[nx.DiGraph, nx.DiGraph]:

@@ -1,7 +1,7 @@
 """Rankings that read Prometheus (`--prometheus-url`) at 1000 services: `python -m benchmarks.prometheus_scale`.
 
 A real Prometheus is backfilled with what a fleet of the scale benchmark's generated mesh
-(`rca.simulation.mesh`) would hold without rca seeing a span: the servicegraph connector's
+(`simulation.mesh`) would hold without rca seeing a span: the servicegraph connector's
 counters and seconds per client → server pair, and per service a mapped gauge (working set) and
 counter (CPU seconds); one service's own time rises fivefold at the onset. An `IncidentService`
 with a `PrometheusPull` and no spans then takes a first webhook (its pull fetches the whole window
@@ -31,15 +31,15 @@ import numpy.typing as npt
 from benchmarks.prometheus_backfill import Family, Sample, backfilled
 from ingest.prometheus import PrometheusPull
 from models.ranker import BayesianRanker
-from rca.alerts import Alert, AlertStatus
-from rca.graph import ServiceGraph
-from rca.incident_service import IncidentService
-from rca.ingestion import Ingestor
-from rca.metric_table import MetricTable
-from rca.pull import SourceStatus
-from rca.simulation.mesh import mesh
-from rca.simulation.topology import CompiledTopology
-from rca.store import IncidentStore
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.writer import GraphWriter
+from rca.incidents.service import IncidentService
+from rca.ranking.pull import SourceStatus
+from rca.telemetry.alerts import Alert, AlertStatus
+from rca.telemetry.metric_table import MetricTable
+from simulation.mesh import mesh
+from simulation.topology import CompiledTopology
+from storage.sql import SqlIncidentStore
 
 S = 1_000_000_000
 WINDOW_S, SAMPLE_S = 10.0, 15.0
@@ -177,14 +177,14 @@ def run(services: int, rankings: int, apart: int, refresh: bool, seed: int, work
     began = time.perf_counter()
     with backfilled(fams, workdir) as prometheus:
         setup_s = time.perf_counter() - began
-        ingestor = Ingestor(ServiceGraph(window_seconds=WINDOW_S))
-        store = IncidentStore.open(f"sqlite:///{workdir}/rca.db")
+        writer = GraphWriter(ServiceGraph(window_seconds=WINDOW_S))
+        store = SqlIncidentStore.open(f"sqlite:///{workdir}/rca.db")
         table = MetricTable.default()
-        source = PrometheusPull(prometheus.url, ingestor=ingestor, table=table, window_seconds=WINDOW_S, timeout_s=10)
+        source = PrometheusPull(prometheus.url, writer=writer, table=table, window_seconds=WINDOW_S, timeout_s=10)
         pull = TimedPull(source)
         ranker = BayesianRanker()
         now = [onset_ns + 120 * S + S // 2]
-        service = IncidentService(store=store, ranker=ranker, graphs=ingestor, pulls=[pull], clock=lambda: now[0])
+        service = IncidentService(store=store, ranker=ranker, graphs=writer, pulls=[pull], clock=lambda: now[0])
         webhook_ms: list[float] = []
         webhook_pull_ms: list[float] = []
         refresh_ms: list[float] = []
@@ -214,14 +214,14 @@ def run(services: int, rankings: int, apart: int, refresh: bool, seed: int, work
             in_process = []  # a fresh ranker, warmed as the refresher warms the live one: a window before
             alone = BayesianRanker()
             for nodes, start, end, _ in windows[1:]:
-                ingestor.read(partial(alone.rank, alert_nodes=nodes, start_ns=start, end_ns=end - window_ns))
+                writer.read(partial(alone.rank, alert_nodes=nodes, start_ns=start, end_ns=end - window_ns))
                 t0 = time.perf_counter()
-                ingestor.read(partial(alone.rank, alert_nodes=nodes, start_ns=start, end_ns=end))
+                writer.read(partial(alone.rank, alert_nodes=nodes, start_ns=start, end_ns=end))
                 in_process.append((time.perf_counter() - t0) * 1000)
         finally:
             source.close()
             store.close()
-            ingestor.close()
+            writer.close()
     live, pulls, ranked = webhook_ms[1:], webhook_pull_ms[1:], [w[3] for w in windows[1:]]
     nan = [float("nan")]
     return Report(

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rca.accumulators import OpSum
-from rca.graph import ServiceGraph
-from rca.series import window_series
-from rca.spans import SpanBatch
+from rca.graph.accumulators import OpSum
+from rca.graph.series import window_series
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.spans import SpanBatch
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,13 +1,13 @@
 """`rca bench scale`: how ranking cost grows with the graph (50, 200 and 1000 services).
 
-Per size, the simulator's generated mesh of that many services (`rca.simulation.mesh`: the same
+Per size, the simulator's generated mesh of that many services (`simulation.mesh`: the same
 topologies as the `mesh200-*` and `mesh1000-*` scenarios) carries a latency fault; its spans up to
 a minute past the alert are replayed over OTLP/gRPC into a fresh `rca serve`, paced at a steady
 spans/s; then webhooks on the user-facing gateway are POSTed one after another, each alert with its
 own fingerprint, so each one re-ranks the incident. Webhook time is the POST until its 200 (which
 carries the causes: ranking is synchronous); ranking time is the model's own `inference_ms`. The
 graph does not change while the webhooks arrive, so rankings after the first reuse every window
-series column (`rca.series.SeriesCache`); the last column measures ranking in process with a
+series column (`rca.graph.series.SeriesCache`); the last column measures ranking in process with a
 second of new spans added before each, as under live ingest.
 """
 
@@ -31,15 +31,15 @@ from benchmarks.serve_process import launch
 from ingest.otlp_encode import encode_batch
 from models.ranker import BayesianRanker
 from models.training import REPLAY_PAST_ALERT_NS
-from rca.graph import ServiceGraph
-from rca.incidents_topology import topology_between
-from rca.ranking import Fault
-from rca.simulation.faults import Variant, plan_fault
-from rca.simulation.generator import generate
-from rca.simulation.mesh import mesh
-from rca.simulation.topology import CompiledTopology
-from rca.simulation.traffic import Hiccups, Traffic
-from rca.spans import SpanBatch
+from rca.graph.service_graph import ServiceGraph
+from rca.incidents.topology import topology_between
+from rca.telemetry.faults import Fault
+from rca.telemetry.spans import SpanBatch
+from simulation.faults import Variant, plan_fault
+from simulation.generator import generate
+from simulation.mesh import mesh
+from simulation.topology import CompiledTopology
+from simulation.traffic import Hiccups, Traffic
 
 SIZES = (50, 200, 1000)
 SECOND = 1_000_000_000

@@ -32,8 +32,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 
 from ingest.otlp_encode import encode_batch
 from ingest.otlp_proto import STATUS_ERROR
-from rca.logs import LogBatch
-from rca.simulation import SimulatedCase
+from rca.telemetry.logs import LogBatch
+from simulation import SimulatedCase
 
 _SCOPE = "rca.simulation"
 Value = str | bool | int | float

@@ -14,7 +14,7 @@ def launch(*extra: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RCA_")}
     loopback = ("--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0", "--http", "127.0.0.1:0")
     process = subprocess.Popen(
-        [sys.executable, "-m", "rca.cli", "serve", *loopback, *extra],
+        [sys.executable, "-m", "rca.app.cli", "serve", *loopback, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

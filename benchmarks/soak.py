@@ -34,8 +34,8 @@ from benchmarks.serve_process import launch
 from ingest import otlp_fields as fields
 from ingest.otlp_encode import encode_batch
 from ingest.otlp_signals import LOGS, TRACES, AnySignal
-from rca.alerts import format_rfc3339
-from rca.simulation import simulate
+from rca.telemetry.alerts import format_rfc3339
+from simulation import simulate
 
 METHOD = f"/{TRACES.grpc_service}/Export"
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
@@ -115,7 +115,7 @@ def _fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int]]:
 
 
 @dataclass(frozen=True)
-class Layout:
+class RecordLayout:
     """Where a signal's records keep their fixed64 times (the first one is the event time) and
     their ids, as field numbers of the record message (request → resource → scope → record)."""
 
@@ -123,11 +123,13 @@ class Layout:
     ids: tuple[int, ...]
 
 
-SPAN_LAYOUT = Layout(
+SPAN_LAYOUT = RecordLayout(
     times=(fields.SPAN_START_TIME, fields.SPAN_END_TIME),
     ids=(fields.SPAN_TRACE_ID, fields.SPAN_SPAN_ID, fields.SPAN_PARENT_SPAN_ID),
 )
-LOG_LAYOUT = Layout(times=(fields.LOG_TIME, fields.LOG_OBSERVED_TIME), ids=(fields.LOG_TRACE_ID, fields.LOG_SPAN_ID))
+LOG_LAYOUT = RecordLayout(
+    times=(fields.LOG_TIME, fields.LOG_OBSERVED_TIME), ids=(fields.LOG_TRACE_ID, fields.LOG_SPAN_ID)
+)
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ class Template:
     newest_ns: int  # the latest event time
 
     @classmethod
-    def of(cls, body: bytes, layout: Layout = SPAN_LAYOUT) -> Template:
+    def of(cls, body: bytes, layout: RecordLayout = SPAN_LAYOUT) -> Template:
         times, prefixes, records, newest = [], [], 0, 0
         for r_field, r_start, r_end in _fields(body, 0, len(body)):
             if r_field != fields.REQUEST_RESOURCES:
@@ -178,7 +180,7 @@ class Template:
         return body.tobytes()
 
 
-class Traffic:
+class EndlessTraffic:
     """A simulated case's requests, re-timed and re-identified without end. Each request is sent
     as `copies` copies with distinct ids, so that at `spans_per_s` event time keeps pace with the
     clock; round r moves every span `r` case-lengths on in event time."""
@@ -210,7 +212,7 @@ class Traffic:
                     yield template.shifted(shift, prefix), template.records
 
 
-class LogTraffic(Traffic):
+class LogTraffic(EndlessTraffic):
     """Application log records (`benchmarks.log_payload`) paced the same way, on the event-time
     clock of span traffic that starts at `start_ns` and moves `period_ns` on a round; the ids they
     carry name no span of that traffic."""
@@ -305,7 +307,7 @@ def _alert(fingerprint: str, status: str, starts_ns: int) -> dict[str, object]:
     }
 
 
-def _webhooks(api: str, traffic: Traffic, every_s: float, started: float, timings: list[WebhookTiming],
+def _webhooks(api: str, traffic: EndlessTraffic, every_s: float, started: float, timings: list[WebhookTiming],
               stop: threading.Event) -> None:  # fmt: skip
     previous: dict[str, object] | None = None
     with httpx.Client(timeout=30) as client:
@@ -358,7 +360,7 @@ def run(seconds: float, rate: float, *, webhook_every_s: float = 2.0, senders: i
         serve_args: Sequence[str] = (), db_dir: Path | None = None) -> SoakReport:  # fmt: skip
     """Runs the soak for `seconds` against a fresh `rca serve` and returns its report; `log_rate`
     log records/s go beside the spans, from a sender of their own."""
-    traffic = Traffic(rate)
+    traffic = EndlessTraffic(rate)
     directory = db_dir or Path.cwd() / "rca-data" / "soak"
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "soak.db").unlink(missing_ok=True)

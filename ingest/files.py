@@ -15,9 +15,9 @@ from ingest.otlp_logs_json import decode_logs_document
 from ingest.otlp_metrics import decode_metrics_protobuf
 from ingest.otlp_metrics_json import decode_metrics_document
 from ingest.otlp_proto import decode_protobuf
-from rca.logs import LogDecodeResult
-from rca.metrics import MetricDecodeResult
-from rca.spans import DecodeError, DecodeResult, TooLarge
+from rca.telemetry.logs import LogDecodeResult
+from rca.telemetry.metrics import MetricDecodeResult
+from rca.telemetry.spans import DecodeError, DecodeResult, TooLarge
 
 GZIP_MAGIC = b"\x1f\x8b"
 FILE_LIMIT = 1 << 30  # decompressed bytes

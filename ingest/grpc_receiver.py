@@ -15,9 +15,9 @@ from google.protobuf import duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from ingest.otlp_signals import PROTOBUF, SIGNALS, AnySignal
-from rca.ingestion import Overloaded
-from rca.receiving import SpanSink
-from rca.spans import DecodeError
+from rca.graph.sink import SpanSink
+from rca.graph.writer import Overloaded
+from rca.telemetry.spans import DecodeError
 
 log = logging.getLogger(__name__)
 

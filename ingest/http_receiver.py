@@ -17,9 +17,9 @@ from starlette.routing import Route
 
 from ingest.files import gunzip_bounded
 from ingest.otlp_signals import JSON, PROTOBUF, SIGNALS, AnySignal
-from rca.ingestion import Overloaded
-from rca.receiving import ExportOutcome, SpanSink
-from rca.spans import DecodeError, TooLarge
+from rca.graph.sink import ExportOutcome, SpanSink
+from rca.graph.writer import Overloaded
+from rca.telemetry.spans import DecodeError, TooLarge
 
 
 class _TooLarge(Exception):

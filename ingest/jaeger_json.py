@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ingest.otlp_json import attributes, hex_id, integer, load_json
-from rca.builder import SpanBatchBuilder
-from rca.conventions import RESOURCE_KEYS, SPAN_KEYS, UNKNOWN_SERVICE, AttrValue
-from rca.spans import DecodeError, DecodeResult
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.conventions import RESOURCE_KEYS, SPAN_KEYS, UNKNOWN_SERVICE, AttrValue
+from rca.telemetry.spans import DecodeError, DecodeResult
 
 _KINDS = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 _ANY_FIELD = {

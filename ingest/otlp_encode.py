@@ -20,7 +20,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import ScopeLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 
 from ingest.otlp_proto import STATUS_ERROR
-from rca.conventions import (
+from rca.telemetry.conventions import (
     GPU_ID,
     GPU_NUMA,
     HOST_NAME,
@@ -29,8 +29,8 @@ from rca.conventions import (
     SERVICE_NAME,
     SIGNAL_ATTRIBUTES,
 )
-from rca.logs import LogBatch
-from rca.spans import Signal, SpanBatch
+from rca.telemetry.logs import LogBatch
+from rca.telemetry.spans import Signal, SpanBatch
 
 SCOPE_NAME = "rca.otlp_encode"
 GPU_PREFIX = "gpu:"

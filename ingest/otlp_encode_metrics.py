@@ -2,13 +2,13 @@
 (simulator cases, datasets) through the real ingest path.
 
 Rows are grouped by (node, owner, placement) into resources and by name and kind into metrics,
-with the attributes that `rca.metrics.place` reads back as the same node: a service as the
+with the attributes that `rca.telemetry.metrics.place` reads back as the same node: a service as the
 resource's `service.name`; a GPU `gpu:{host}/{index}` as DCGM exporter labels (`gpu`, `Hostname`,
 `exported_pod` for its owner) under the resource `service.name` "dcgm-exporter"; a host
 `host:{name}` as node_exporter's `instance` label (its metric names start with `node_`). Gauges
 become gauges, cumulative and delta rows monotonic sums of that temporality, histogram rows
 histograms with their buckets where they have them. The original attributes are not kept; each
-point carries its series identity as the attribute `rca.series` (hex), so series that share a
+point carries its series identity as the attribute `rca.graph.series` (hex), so series that share a
 node (two pods of one service, per-NUMA-node counters) stay apart when read back.
 """
 
@@ -19,7 +19,7 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, Metric, ScopeMetrics
 
 from ingest.otlp_encode import SCOPE_NAME
-from rca.metrics import GPU_PREFIX, HOST_PREFIX, PLACED_GPU, PLACED_HOST, MetricBatch, MetricKind
+from rca.telemetry.metrics import GPU_PREFIX, HOST_PREFIX, PLACED_GPU, PLACED_HOST, MetricBatch, MetricKind
 
 SERIES = "rca.series"
 DCGM_EXPORTER = "dcgm-exporter"

@@ -10,9 +10,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from rca.builder import SpanBatchBuilder
-from rca.conventions import RESOURCE_KEYS, SERVICE_NAME, SPAN_KEYS, UNKNOWN_SERVICE, AttrValue
-from rca.spans import DecodeError, DecodeResult
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.conventions import RESOURCE_KEYS, SERVICE_NAME, SPAN_KEYS, UNKNOWN_SERVICE, AttrValue
+from rca.telemetry.spans import DecodeError, DecodeResult
 
 _KINDS = {
     f"SPAN_KIND_{name}": number

@@ -17,9 +17,9 @@ from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from rca.builder import id_words
-from rca.logs import LOG_RESOURCE_KEYS, LogBatch, LogDecodeResult, infer_severity, log_service
-from rca.spans import DecodeError, Rejection
+from rca.telemetry.builder import id_words
+from rca.telemetry.logs import LOG_RESOURCE_KEYS, LogBatch, LogDecodeResult, infer_severity, log_service
+from rca.telemetry.spans import DecodeError, Rejection
 
 _BELOW_2_63 = np.uint64(1 << 63)
 _CHECKS = (
@@ -48,7 +48,7 @@ def body_text(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, default=_bytes_hex)
 
 
-class LogRows:
+class LogRecordColumns:
     """Raw log record fields of one request, gathered column by column; `build` validates them."""
 
     def __init__(self) -> None:
@@ -151,7 +151,7 @@ def parse_logs_request(data: bytes) -> ExportLogsServiceRequest:
 def decode_logs_protobuf(data: bytes) -> LogDecodeResult:
     """OTLP `ExportLogsServiceRequest` bytes → log records; `DecodeError` when malformed, invalid
     records (bad id length, no timestamp) rejected with a reason."""
-    rows = LogRows()
+    rows = LogRecordColumns()
     for resource_logs in parse_logs_request(data).resource_logs:
         resource = {
             kv.key: kv.value.string_value for kv in resource_logs.resource.attributes if kv.key in LOG_RESOURCE_KEYS

@@ -11,9 +11,9 @@ from typing import Any
 from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
 
 from ingest.otlp_json import any_value, as_list, as_object, attributes, get_field, hex_id, integer, load_json
-from ingest.otlp_logs import LogRows, body_text
-from rca.logs import LOG_RESOURCE_KEYS, LogDecodeResult, log_service
-from rca.spans import DecodeError
+from ingest.otlp_logs import LogRecordColumns, body_text
+from rca.telemetry.logs import LOG_RESOURCE_KEYS, LogDecodeResult, log_service
+from rca.telemetry.spans import DecodeError
 
 MAX_BODY_DEPTH = 64  # arrays and maps nested in a body; deeper bodies are rejected
 _SEVERITY_NAMES: dict[str, int] = dict(SeverityNumber.items())
@@ -95,7 +95,7 @@ def _record(record: dict[str, Any]) -> Fields | str:
     return times[0], times[1], ids[0], ids[1], number, text, body
 
 
-def _add_resource_logs(rows: LogRows, resource_logs: object, path: str) -> None:
+def _add_resource_logs(rows: LogRecordColumns, resource_logs: object, path: str) -> None:
     resource_logs = as_object(resource_logs, path)
     resource = as_object(resource_logs.get("resource"), f"{path}.resource")
     service = log_service(attributes(resource.get("attributes"), LOG_RESOURCE_KEYS))
@@ -121,7 +121,7 @@ def decode_logs_document(document: object) -> LogDecodeResult:
         raise DecodeError(f"OTLP/JSON logs body must be an object with resourceLogs, not {type(document).__name__}")
     if not any(key in document for key in _LOG_KEYS) and (other := [k for k in _OTHER_SIGNALS if k in document]):
         raise DecodeError(f"OTLP/JSON with {other[0]} is not logs (resourceLogs)")
-    rows = LogRows()
+    rows = LogRecordColumns()
     for i, resource_logs in enumerate(as_list(get_field(document, *_LOG_KEYS), "$.resourceLogs")):
         _add_resource_logs(rows, resource_logs, f"$.resourceLogs[{i}]")
     return rows.build()

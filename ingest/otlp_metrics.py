@@ -40,10 +40,10 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
 
 from ingest.otlp_logs import body_text
-from rca.metric_rows import MetricRows
-from rca.metric_table import P95_SUFFIX
-from rca.metrics import MetricDecodeResult, MetricKind
-from rca.spans import DecodeError
+from rca.telemetry.metric_rows import MetricRows
+from rca.telemetry.metric_table import P95_SUFFIX
+from rca.telemetry.metrics import MetricDecodeResult, MetricKind
+from rca.telemetry.spans import DecodeError
 
 DELTA, CUMULATIVE = 1, 2  # AggregationTemporality
 NO_RECORDED_VALUE = 1  # DataPointFlags: a staleness marker

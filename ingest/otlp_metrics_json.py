@@ -30,9 +30,9 @@ from ingest.otlp_metrics import (
     histogram_kind,
     sum_kind,
 )
-from rca.metric_rows import MetricRows
-from rca.metrics import MetricDecodeResult, MetricKind
-from rca.spans import DecodeError
+from rca.telemetry.metric_rows import MetricRows
+from rca.telemetry.metrics import MetricDecodeResult, MetricKind
+from rca.telemetry.spans import DecodeError
 
 MAX_VALUE_DEPTH = 64  # arrays and maps nested in an attribute value; deeper ones are rejected
 _METRIC_KEYS = ("resourceMetrics", "resource_metrics")

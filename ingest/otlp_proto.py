@@ -12,9 +12,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ingest import otlp_scan as scan
-from rca.builder import SpanBatchBuilder, SpanColumns, assemble, attribute_effect, reads_every_span
-from rca.conventions import PEER_KEYS, RESOURCE_KEYS, SERVICE_NAME, SPAN_KEYS, UNKNOWN_SERVICE, AttrValue
-from rca.spans import CALLER_KINDS, N_SIGNALS, DecodeError, DecodeResult
+from rca.telemetry.builder import SpanBatchBuilder, SpanColumns, assemble, attribute_effect, reads_every_span
+from rca.telemetry.conventions import PEER_KEYS, RESOURCE_KEYS, SERVICE_NAME, SPAN_KEYS, UNKNOWN_SERVICE, AttrValue
+from rca.telemetry.spans import CALLER_KINDS, N_SIGNALS, DecodeError, DecodeResult
 
 STATUS_ERROR = 2
 _NONE: dict[str, AttrValue] = {}

@@ -33,7 +33,7 @@ from ingest.otlp_fields import (
     SPAN_TRACE_ID,
     STATUS_CODE,
 )
-from rca.intindex import Num, ids_of
+from rca.graph.intindex import Num, ids_of
 
 # Columns of the uint64 output matrix.
 U_TRACE_HI, U_TRACE_LO, U_SPAN, U_PARENT, U_START, U_END = range(6)

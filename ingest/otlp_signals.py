@@ -19,10 +19,10 @@ from ingest.otlp_logs_json import decode_logs_json
 from ingest.otlp_metrics import decode_metrics_protobuf
 from ingest.otlp_metrics_json import decode_metrics_json
 from ingest.otlp_proto import decode_protobuf
-from rca.logs import LogDecodeResult
-from rca.metrics import MetricDecodeResult
-from rca.receiving import ExportOutcome, SpanSink
-from rca.spans import DecodeResult
+from rca.graph.sink import ExportOutcome, SpanSink
+from rca.telemetry.logs import LogDecodeResult
+from rca.telemetry.metrics import MetricDecodeResult
+from rca.telemetry.spans import DecodeResult
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -30,7 +30,7 @@ D = TypeVar("D", DecodeResult, LogDecodeResult, MetricDecodeResult)
 
 
 @dataclass(frozen=True)
-class Signal(Generic[D]):
+class OtlpSignal(Generic[D]):
     """One OTLP signal: `decoders` by content type, `export` hands a decoded request to the sink,
     `response` is the Export response type whose `partial_success.<rejected_field>` counts the
     records refused one by one."""
@@ -57,7 +57,7 @@ class Signal(Generic[D]):
         return self.export(sink, self.decoders[content_type](body))
 
 
-TRACES = Signal[DecodeResult](
+TRACES = OtlpSignal[DecodeResult](
     grpc_service="opentelemetry.proto.collector.trace.v1.TraceService",
     http_path="/v1/traces",
     decoders={PROTOBUF: decode_protobuf, JSON: decode_otlp_json},
@@ -65,7 +65,7 @@ TRACES = Signal[DecodeResult](
     response=ExportTraceServiceResponse,
     rejected_field="rejected_spans",
 )
-LOGS = Signal[LogDecodeResult](
+LOGS = OtlpSignal[LogDecodeResult](
     grpc_service="opentelemetry.proto.collector.logs.v1.LogsService",
     http_path="/v1/logs",
     decoders={PROTOBUF: decode_logs_protobuf, JSON: decode_logs_json},
@@ -73,7 +73,7 @@ LOGS = Signal[LogDecodeResult](
     response=ExportLogsServiceResponse,
     rejected_field="rejected_log_records",
 )
-METRICS = Signal[MetricDecodeResult](
+METRICS = OtlpSignal[MetricDecodeResult](
     grpc_service="opentelemetry.proto.collector.metrics.v1.MetricsService",
     http_path="/v1/metrics",
     decoders={PROTOBUF: decode_metrics_protobuf, JSON: decode_metrics_json},
@@ -81,5 +81,5 @@ METRICS = Signal[MetricDecodeResult](
     response=ExportMetricsServiceResponse,
     rejected_field="rejected_data_points",
 )
-AnySignal = Signal[DecodeResult] | Signal[LogDecodeResult] | Signal[MetricDecodeResult]
+AnySignal = OtlpSignal[DecodeResult] | OtlpSignal[LogDecodeResult] | OtlpSignal[MetricDecodeResult]
 SIGNALS: tuple[AnySignal, ...] = (TRACES, LOGS, METRICS)

@@ -31,9 +31,9 @@ from ingest.prometheus_results import (
     metric_points,
 )
 from ingest.promql import build_selectors, duration, mapped_names
-from rca.ingestion import Ingestor, Overloaded
-from rca.metric_table import MetricTable
-from rca.pull import SourceStatus
+from rca.graph.writer import GraphWriter, Overloaded
+from rca.ranking.pull import SourceStatus
+from rca.telemetry.metric_table import MetricTable
 
 log = logging.getLogger("rca.prometheus")
 NAME = "prometheus"
@@ -89,7 +89,7 @@ class PrometheusPull:
         self,
         url: str,
         *,
-        ingestor: Ingestor,
+        writer: GraphWriter,
         table: MetricTable,
         window_seconds: float,
         timeout_s: float,
@@ -102,7 +102,7 @@ class PrometheusPull:
         if window_ms <= 0 or abs(window_ms - window_seconds * 1000) > 1e-6:
             raise ValueError(f"window_seconds must be a whole number of milliseconds, got {window_seconds}")
         self.url = url.rstrip("/")
-        self.ingestor = ingestor
+        self.writer = writer
         self.window_ns = window_ms * _MS
         self.timeout_s = timeout_s
         self.lookback_ns = round(lookback_s * 1000) * _MS
@@ -158,8 +158,8 @@ class PrometheusPull:
         span_samples = spans.read(answers["span_metrics"], continued=continued)
         stats = call_stats((graph, graph_samples), (spans, span_samples), first_ns, self.window_ns)
         try:
-            self.ingestor.submit(batch)  # points first: averaged per window, a repeat would leave them be
-            self.ingestor.submit(stats)
+            self.writer.submit(batch)  # points first: averaged per window, a repeat would leave them be
+            self.writer.submit(stats)
         except Overloaded as exc:
             self._read_until = -1  # the books saw windows the graph did not take: read them afresh
             raise _Failure("overloaded", f"rca's ingest queue is full: {exc}") from None

@@ -5,7 +5,7 @@ A gauge's samples go in as they are (the graph averages them per window). A coun
 since its previous sample (a drop is a reset: the new value is the increase) counts at the later
 sample: as a per-second rate for the mapped metrics (a gauge under the counter's name), as calls
 and seconds for the call statistics; a histogram's `_sum` and `_count` give the mean observation
-between samples. Points carry the series' labels as attributes: `rca.metrics.place` finds their node.
+between samples. Points carry the series' labels as attributes: `rca.telemetry.metrics.place` finds their node.
 
 The `Book` of a query remembers each series by its labels as Prometheus wrote them (what the series
 is, worked out once) and its last sample: a pull that continues the last one needs no look-back
@@ -22,9 +22,9 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from ingest.promql import SERVICE_GRAPH, SPAN_METRICS, MappedName, Role
-from rca.call_stats import CallStats
-from rca.metrics import PLACED_GPU, PLACED_HOST, PLACED_SERVICE, MetricBatch, MetricKind, place
+from ingest.promql import SERVICE_GRAPH, SPAN_METRICS, MappedName, SampleRole
+from rca.graph.call_stats import CallStats
+from rca.telemetry.metrics import PLACED_GPU, PLACED_HOST, PLACED_SERVICE, MetricBatch, MetricKind, place
 
 USER_CLIENT = "user"  # Tempo's and the Collector's client of requests no instrumented caller sent
 FIELDS = ("calls", "failed", "server_seconds", "client_seconds")  # CallStats' columns, in order
@@ -147,7 +147,7 @@ class PointSeries:
     (the same for a histogram's `_sum` and `_count`)."""
 
     metric: str
-    role: Role
+    role: SampleRole
     node: str
     owner: str | None
     placement: int
@@ -182,8 +182,8 @@ def metric_points(book: Book[PointSeries], s: Samples, first_ns: int) -> MetricB
     role = columns[s.slot, 5]
     inside = (s.time_ns >= first_ns) & (role >= 0)
     rate = np.divide(s.increase, s.seconds, out=np.full(s.value.shape, np.nan), where=s.has_previous)
-    value = np.where(role == Role.COUNTER, rate, s.value)
-    rows = [np.flatnonzero(inside & ((role == Role.GAUGE) | (role == Role.COUNTER)))]
+    value = np.where(role == SampleRole.COUNTER, rate, s.value)
+    rows = [np.flatnonzero(inside & ((role == SampleRole.GAUGE) | (role == SampleRole.COUNTER)))]
     values = [value[rows[0]]]
     count_rows, means = _histogram_means(columns, s, inside)
     rows.append(count_rows)
@@ -216,8 +216,8 @@ def _histogram_means(
     """Rows of the `_count` samples with a `_sum` sample of the same series and time, and the
     mean observation between samples."""
     role, identity = columns[s.slot, 5], columns[s.slot, 4]
-    counts = np.flatnonzero((role == Role.HISTOGRAM_COUNT) & inside & s.has_previous & (s.increase > 0))
-    sums = np.flatnonzero((role == Role.HISTOGRAM_SUM) & s.has_previous)
+    counts = np.flatnonzero((role == SampleRole.HISTOGRAM_COUNT) & inside & s.has_previous & (s.increase > 0))
+    sums = np.flatnonzero((role == SampleRole.HISTOGRAM_SUM) & s.has_previous)
     if counts.shape[0] == 0 or sums.shape[0] == 0:
         return np.zeros(0, np.int64), np.zeros(0)
     by = {(i, t): r for i, t, r in zip(identity[sums].tolist(), s.time_ns[sums].tolist(), sums.tolist(), strict=True)}

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from rca.metric_table import MetricTable
+from rca.telemetry.metric_table import MetricTable
 
 KNOWN_COUNTERS = frozenset({"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"})  # counters not spelt `_total`
 SERVICE_GRAPH = {  # sample name → CallStats column (`ingest.prometheus_results.FIELDS`)
@@ -40,7 +40,7 @@ ENTRY_SPANS = 'span_kind=~"SPAN_KIND_SERVER|SPAN_KIND_CONSUMER|"'  # a service's
 _INVALID = re.compile(r"[^a-zA-Z0-9_:]")
 
 
-class Role(IntEnum):
+class SampleRole(IntEnum):
     """How a sample of a mapped metric reads."""
 
     GAUGE = 0
@@ -54,7 +54,7 @@ class MappedName:
     """A Prometheus sample name of a mapped metric: the table's name for it, and how it reads."""
 
     metric: str
-    role: Role
+    role: SampleRole
 
 
 def string(text: str) -> str:
@@ -83,11 +83,11 @@ def mapped_names(table: MetricTable) -> dict[str, MappedName]:
     for metric in table.names():
         for p in prometheus_names(metric):
             if is_counter(metric):
-                names.setdefault(p, MappedName(metric, Role.COUNTER))
+                names.setdefault(p, MappedName(metric, SampleRole.COUNTER))
                 continue
-            names.setdefault(p, MappedName(metric, Role.GAUGE))
-            names.setdefault(f"{p}_sum", MappedName(metric, Role.HISTOGRAM_SUM))
-            names.setdefault(f"{p}_count", MappedName(metric, Role.HISTOGRAM_COUNT))
+            names.setdefault(p, MappedName(metric, SampleRole.GAUGE))
+            names.setdefault(f"{p}_sum", MappedName(metric, SampleRole.HISTOGRAM_SUM))
+            names.setdefault(f"{p}_count", MappedName(metric, SampleRole.HISTOGRAM_COUNT))
     return names
 
 

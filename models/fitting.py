@@ -18,8 +18,8 @@ import numpy.typing as npt
 from models.health import HealthParams
 from models.posterior import log_posterior
 from models.structure import CausalStructure, evidence_structure
-from rca.evidence import F, NodeEvidence
-from rca.ranking import Fault
+from rca.evidence.nodes import F, NodeEvidence
+from rca.telemetry.faults import Fault
 
 Case = tuple[NodeEvidence, Sequence[str], str, str]  # evidence, alerting nodes, true node, true fault
 STEPS = 500  # optimisation steps of a fit

@@ -1,6 +1,6 @@
 """The node health model's parameters and observation densities, shared by every inference.
 
-Each node has one anomaly score per fault class (`rca.evidence`). A healthy node's score is
+Each node has one anomaly score per fault class (`rca.evidence.nodes`). A healthy node's score is
 half-normal with a heavy exponential tail (noisy services exist); a faulty signal's score is
 log-normal. A node in a given state draws each score from the mixture
 `w * faulty + (1 - w) * healthy`, where `w` is the activation of that signal under the root's
@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from models.structure import Relation
-from rca.evidence import MAX_SCORE, N_FAULTS, F
-from rca.ranking import Fault
+from rca.evidence.nodes import MAX_SCORE, N_FAULTS, F
+from rca.telemetry.faults import Fault
 
 N_RELATIONS = len(Relation)
 LLM_FAULTS = (

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from models.health import N_RELATIONS, HealthParams, load_params
-from rca.evidence import N_FAULTS
+from rca.evidence.nodes import N_FAULTS
 
 _POSITIVE = ("healthy_scale", "tail_mean", "fault_scale")
 _WEIGHTS = ("tail_weight",)

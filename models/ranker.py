@@ -19,10 +19,10 @@ from models.health import HealthParams, load_params, params_version
 from models.multiroot import compare_roots
 from models.posterior import log_posterior
 from models.structure import CausalStructure, evidence_structure
-from rca.evidence import FAULTS, NodeEvidence, extract_evidence
-from rca.graph import ServiceGraph
-from rca.ranking import Cause, Evidence, Ranking, SimultaneousRoot
-from rca.series import SeriesCache
+from rca.evidence.nodes import FAULTS, NodeEvidence, extract_evidence
+from rca.graph.series import SeriesCache
+from rca.graph.service_graph import ServiceGraph
+from rca.ranking.causes import Cause, Evidence, Ranking, SimultaneousRoot
 
 MODEL_NAME = "bayesian-health-enumeration"  # CAUSES.model.name is this @ the parameters' version
 EVIDENCE_PER_CAUSE = 4

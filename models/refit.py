@@ -1,7 +1,7 @@
-"""`rca fit`: the health model re-estimated from responders' labels and simulated cases.
+"""The health model re-estimated from responders' labels and simulated cases.
 
 Each label whose node was among the candidates the model saw becomes a case: the evidence and
-alerting nodes stored with it (`rca.feedback`), its node and fault. They join the simulated
+alerting nodes stored with it (`rca.incidents.feedback`), its node and fault. They join the simulated
 training cases (`models.training`), and `BayesianRanker.fit` starts from the shipped parameters.
 
 A label without a fault (`null`: the responder found where, not what) takes the class the shipped
@@ -13,28 +13,19 @@ only what the evidence at the node already said.
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 import numpy as np
 
 from models.fitting import Calibration, Case, calibration
-from models.health import HealthParams, load_params, params_version, save_params
+from models.health import HealthParams, params_version
 from models.posterior import log_posterior
 from models.ranker import MODEL_NAME, BayesianRanker
 from models.structure import evidence_structure
-from models.training import TRAINING_SCENARIOS, TRAINING_SEEDS, training_cases
-from rca.evidence import FAULTS
-from rca.labels import LabelledIncident
-from rca.store import IncidentStore, StoreError
-
-log = logging.getLogger("rca.fit")
+from rca.evidence.nodes import FAULTS
+from rca.incidents.labels import LabelledIncident
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,44 +82,3 @@ def fit_labelled(
     params = BayesianRanker(params=initial).fit(cases).params_
     fit = calibration(cases, params)
     return params, FitSummary(len(labelled), len(from_labels), len(simulated), fit, params_version(params))
-
-
-def _write(params: HealthParams, out: Path) -> None:
-    """Written beside, then moved into place: a reader sees the old file or the new, never half."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(f".{out.name}.partial")
-    save_params(params, partial)
-    os.replace(partial, out)
-
-
-def run_fit(
-    db: str,
-    out: Path,
-    *,
-    scenarios: Sequence[str] | None = None,
-    seeds: Sequence[int] | None = None,
-    stdout: TextIO | None = None,
-) -> int:
-    """`rca fit`: reads the labels in `db`, simulates the training cases (`scenarios` x `seeds`,
-    by default `models.training`'s), fits, writes `out` and prints a one-line JSON summary;
-    returns 2 with a message on stderr when the database, the simulation or the fit fails."""
-    try:
-        store = IncidentStore.open(db, create=False)
-        try:
-            labelled, unreadable = store.labelled()
-        finally:
-            store.close()
-        for incident, reason in unreadable.items():
-            log.warning("the label of incident %s is left out: %s", incident, reason)
-        log.info("%d labelled incidents; simulating the training cases", len(labelled))
-        simulated = training_cases(
-            TRAINING_SCENARIOS if scenarios is None else scenarios, TRAINING_SEEDS if seeds is None else seeds
-        )
-        params, summary = fit_labelled(labelled, simulated, load_params())
-        summary = replace(summary, unreadable=len(unreadable))
-        _write(params, out)
-    except (StoreError, ValueError, OSError) as exc:
-        print(f"rca fit: {exc}", file=sys.stderr)
-        return 2
-    (stdout or sys.stdout).write(json.dumps(summary.json(out)) + "\n")
-    return 0

@@ -21,7 +21,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, shortest_path
 
-from rca.evidence import NodeEvidence
+from rca.evidence.nodes import NodeEvidence
 
 Index = npt.NDArray[np.int64]
 

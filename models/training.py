@@ -18,11 +18,11 @@ from collections import Counter
 from collections.abc import Sequence
 
 from models.fitting import Case
-from rca.alerts import parse_rfc3339_ns
-from rca.evidence import NETWORK_MIN_SCORE, extract_evidence
-from rca.graph import ServiceGraph
-from rca.simulation import SCENARIOS, Truth, simulate
-from rca.simulation.scenarios import parse
+from rca.evidence.nodes import NETWORK_MIN_SCORE, extract_evidence
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.alerts import parse_rfc3339_ns
+from simulation import SCENARIOS, Truth, simulate
+from simulation.scenarios import parse
 
 CASES_PER_CLASS = 30
 MIN_SEEDS = 8
@@ -40,7 +40,7 @@ def training_case(
     """The evidence rca sees when the case's first alert arrives, with its truth; with
     `every_network_node`, quiet network nodes too (for fitting: see `extract_evidence`); `profile`
     names the simulator's profile (held-out evaluation only: training uses the default), `style`
-    what its telemetry looks like (`rca.simulation.simulate`)."""
+    what its telemetry looks like (`simulation.simulate`)."""
     return simulated_case(scenario, seed, every_network_node=every_network_node, profile=profile, style=style)[0]
 
 

@@ -11,10 +11,10 @@ from fastapi import FastAPI
 
 from api.app import DEFAULT_MAX_BODY_BYTES, create_app
 from models.ranker import BayesianRanker
-from rca.graph import ServiceGraph
-from rca.incident_service import IncidentService
-from rca.ingestion import Ingestor
-from rca.store import IncidentStore
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.writer import GraphWriter
+from rca.incidents.service import IncidentService
+from storage.sql import SqlIncidentStore
 
 
 @contextmanager
@@ -24,13 +24,13 @@ def api_app(
     api_token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     clock: Callable[[], int] = time.time_ns,
-) -> Iterator[tuple[FastAPI, Ingestor]]:
-    """The app and its ingestor (to feed spans); both closed afterwards."""
-    ingestor = Ingestor(ServiceGraph())
-    store = IncidentStore.open(f"sqlite:///{db}")
-    service = IncidentService(store=store, ranker=BayesianRanker(), graphs=ingestor, clock=clock)
+) -> Iterator[tuple[FastAPI, GraphWriter]]:
+    """The app and its writer (to feed spans); both closed afterwards."""
+    writer = GraphWriter(ServiceGraph())
+    store = SqlIncidentStore.open(f"sqlite:///{db}")
+    service = IncidentService(store=store, ranker=BayesianRanker(), graphs=writer, clock=clock)
     try:
-        yield create_app(ingestor, service, api_token=api_token, max_body_bytes=max_body_bytes), ingestor
+        yield create_app(writer, service, api_token=api_token, max_body_bytes=max_body_bytes), writer
     finally:
-        ingestor.close()
+        writer.close()
         store.close()

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from rca.spans import DecodeError
+from rca.telemetry.spans import DecodeError
 
 R = TypeVar("R")
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,9 +12,9 @@ import grpc
 import httpx
 
 from ingest.otlp_encode import encode_batch
-from rca.alerts import parse_rfc3339_ns
-from rca.simulation import simulate
-from rca.simulation.case import SimulatedCase
+from rca.telemetry.alerts import parse_rfc3339_ns
+from simulation import simulate
+from simulation.case import SimulatedCase
 from tests.conftest import Server, start_server, stop_server
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

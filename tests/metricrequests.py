@@ -20,7 +20,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 
 from ingest.otlp_metrics import decode_metrics_protobuf
 from ingest.otlp_metrics_json import decode_metrics_json
-from rca.metrics import MetricBatch, MetricDecodeResult, MetricKind
+from rca.telemetry.metrics import MetricBatch, MetricDecodeResult, MetricKind
 
 T0 = 1_767_000_000_000_000_000
 S0 = T0 - 60_000_000_000

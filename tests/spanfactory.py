@@ -7,8 +7,8 @@ import json
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from rca.builder import SpanBatchBuilder
-from rca.spans import SpanBatch
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.spans import SpanBatch
 
 T0 = 1_767_000_000_000_000_000  # an event time, ns
 

@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rca.accumulators import KeyedTable
-from rca.histogram import N_BUCKETS
-from rca.intindex import IntIndex
+from rca.graph.accumulators import KeyedTable
+from rca.graph.histogram import N_BUCKETS
+from rca.graph.intindex import IntIndex
 
 # Keys from a small range repeat within and across batches; large ones (callers packed in the
 # high 32 bits, as the graph's edge keys are) collide in the low bits.

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from api.schemas import WebhookBody
-from rca.alerts import (
+from rca.telemetry.alerts import (
     AlertStatus,
     fingerprint_of,
     format_rfc3339,

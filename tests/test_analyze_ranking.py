@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rca.compose import analyze
+from rca.app.compose import analyze
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def case_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [
             sys.executable,
             "-m",
-            "rca.cli",
+            "rca.app.cli",
             "simulate",
             "llm-kv_cache_fragmentation",
             "--out",
@@ -37,7 +37,7 @@ def case_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _analyze(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rca.cli", "analyze", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "rca.app.cli", "analyze", *args], capture_output=True, text=True)
 
 
 def test_analyze_with_alerts_names_the_faulty_gpu(case_dir: Path) -> None:

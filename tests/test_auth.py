@@ -19,10 +19,10 @@ from starlette.routing import Mount, Route
 
 from api.app import create_app
 from api.security import OPEN_PATHS
-from rca.compose import serve
-from rca.config import HostPort, Settings
-from rca.graph import ServiceGraph
-from rca.ingestion import Ingestor
+from rca.app.compose import serve
+from rca.app.config import HostPort, Settings
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.writer import GraphWriter
 from tests.apiapp import api_app
 from tests.conftest import Server, start_server, stop_server
 from tests.spanfactory import request, sid, span
@@ -87,13 +87,13 @@ def test_openapi_documents_the_bearer_scheme(app: FastAPI) -> None:
 
 
 def test_no_token_means_no_auth(tmp_path: Path) -> None:
-    ingestor = Ingestor(ServiceGraph())
+    writer = GraphWriter(ServiceGraph())
     try:
-        client = TestClient(create_app(ingestor))
+        client = TestClient(create_app(writer))
         assert client.get("/graph").status_code == 200
         assert "securitySchemes" not in client.get("/openapi.json").json().get("components", {})
     finally:
-        ingestor.close()
+        writer.close()
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from PIL import Image
 
 from benchmarks.accuracy import REPLAY_PAST_ALERT_NS, START_NS, _replay, run_accuracy_benchmark
 from benchmarks.cases import SMOKE_SCENARIOS, nezha_cases, simulated_cases
+from benchmarks.nezha import default_root
 from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_proto import decode_protobuf
-from rca.datasets.nezha import default_root
-from rca.logs import LogBatch
+from rca.telemetry.logs import LogBatch
 
 
 def test_smoke_suite_report_has_the_contract_shape_and_rca_leads(tmp_path: Path) -> None:

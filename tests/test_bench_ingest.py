@@ -8,8 +8,8 @@ import pytest
 from benchmarks.ingest import LOGS, Rates, _table, measure
 from benchmarks.log_payload import RECORDS_PER_REQUEST, TEMPLATES, log_export_requests
 from ingest.otlp_logs import decode_logs_protobuf
-from rca.cli import main
-from rca.graph import ServiceGraph
+from rca.app.cli import main
+from rca.graph.service_graph import ServiceGraph
 from tests.spanfactory import T0
 
 

@@ -11,9 +11,9 @@ import pytest
 from benchmarks.accuracy import LOOKBACK_NS, METHODS, REPLAY_PAST_ALERT_NS, START_NS
 from benchmarks.cases import BenchCase, simulated_cases
 from benchmarks.rcaeval_peers import GRAPH_PEERS, SPAN_PEERS, MissingExtraError, prepare
-from rca.builder import SpanBatchBuilder
-from rca.graph import ServiceGraph
-from rca.spans import SpanBatch
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.spans import SpanBatch
 
 pytest.importorskip("RCAEval", reason="the optional 'bench' extra is not installed")
 

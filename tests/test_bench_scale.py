@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from benchmarks.scale import mesh_case, run_scale_benchmark
-from rca.cli import main
+from rca.app.cli import main
 
 
 def test_the_mesh_case_has_the_size_asked_for() -> None:

@@ -17,7 +17,7 @@ from models.health import HealthParams, load_params, save_params
 from models.ranker import BayesianRanker
 from models.structure import Relation
 from models.training import training_case
-from rca.simulation import SCENARIOS
+from simulation import SCENARIOS
 
 SCENARIOS_UNDER_TEST = tuple(s for s in SCENARIOS if s.startswith(("llm-", "boutique-")))
 # Four seeds (~80 cases): fitted on two (~40), the temperature learned in-sample came out

@@ -1,4 +1,4 @@
-"""Tests for rca.config: defaults, precedence, parsing and error messages."""
+"""Tests for rca.app.config: defaults, precedence, parsing and error messages."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rca.config import (
+from rca.app.config import (
     FLAG_NAMES,
     ConfigError,
     HostPort,

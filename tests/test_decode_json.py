@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ingest.files import decode_file, gunzip_bounded
 from ingest.jaeger_json import decode_jaeger_json
 from ingest.otlp_json import decode_otlp_json
-from rca.spans import DecodeError, SpanBatch, TooLarge
+from rca.telemetry.spans import DecodeError, SpanBatch, TooLarge
 from tests.spanfactory import json_span, otlp_json
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

@@ -20,11 +20,11 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from ingest.files import decode_log_file
 from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_logs_json import MAX_BODY_DEPTH, decode_logs_json
-from rca.accumulators import LogSum
-from rca.graph import ServiceGraph
-from rca.logs import LogBatch, LogDecodeResult
-from rca.series import window_series
-from rca.spans import DecodeError
+from rca.graph.accumulators import LogSum
+from rca.graph.series import window_series
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.logs import LogBatch, LogDecodeResult
+from rca.telemetry.spans import DecodeError
 from tests.metricrequests import any_value
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

@@ -36,10 +36,10 @@ from ingest.otlp_metrics import (
     parse_metrics_request,
 )
 from ingest.otlp_metrics_json import MAX_VALUE_DEPTH, decode_metrics_json
-from rca.graph import ServiceGraph
-from rca.metric_measures import quantile
-from rca.metric_rows import BUCKETS_MISMATCH, MetricRows
-from rca.metrics import (
+from rca.graph.metric_measures import quantile
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.metric_rows import BUCKETS_MISMATCH, MetricRows
+from rca.telemetry.metrics import (
     PLACED_GPU,
     PLACED_HOST,
     PLACED_SERVICE,
@@ -47,7 +47,7 @@ from rca.metrics import (
     MetricKind,
     concat_metrics,
 )
-from rca.spans import DecodeError
+from rca.telemetry.spans import DecodeError
 from tests.metricrequests import (
     CUMULATIVE,
     DELTA,

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.nezha import read_trace_csv
 from ingest.files import decode_bytes, decode_file, gunzip_bounded
 from ingest.jaeger_json import decode_jaeger_json
 from ingest.otlp_encode import encode_batch
 from ingest.otlp_json import decode_otlp_json
-from rca.datasets.nezha import read_trace_csv
-from rca.spans import DecodeError, TooLarge
+from rca.telemetry.spans import DecodeError, TooLarge
 from tests.spanfactory import json_span, otlp_json
 
 TRACE_ID = "5b8efff798038103d269b633813fc60c"
@@ -119,7 +119,10 @@ def test_rca_analyze_prints_the_graph_of_a_nezha_minute(datasets: Path, tmp_path
     path = tmp_path / "minute.pb"
     path.write_bytes(encode_batch(minute, max_spans=len(minute))[0])
     done = subprocess.run(
-        [sys.executable, "-m", "rca.cli", "analyze", "--traces", str(path)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "rca.app.cli", "analyze", "--traces", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

@@ -12,7 +12,7 @@ import sys
 import httpx
 import pytest
 
-from rca.simulation import simulate
+from simulation import simulate
 
 SCENARIO, SEED = "llm-kv_cache_fragmentation", 5
 
@@ -21,7 +21,7 @@ SCENARIO, SEED = "llm-kv_cache_fragmentation", 5
 def test_demo_tells_the_story_and_keeps_running_until_interrupted() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RCA_")}
     demo = subprocess.Popen(
-        [sys.executable, "-m", "rca.cli", "demo", "--scenario", SCENARIO, "--seed", str(SEED), "--keep-running"],
+        [sys.executable, "-m", "rca.app.cli", "demo", "--scenario", SCENARIO, "--seed", str(SEED), "--keep-running"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -12,16 +12,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("rca", "ingest", "models", "api", "benchmarks", "tests")
+PACKAGES = ("rca", "ingest", "models", "api", "storage", "simulation", "benchmarks", "tests")
 FOLDERS = (*PACKAGES, "docs", "grafana", "fixtures")
 NAMING_PAGES = ("README.md", "docs/architecture.md", "docs/interface.md")
 LINKING_PAGES = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 README_MAX_LINES = 200
 
 _TOP = "|".join(PACKAGES)
-# `rca/graph.py`, `ingest/otlp_logs*.py` (a glob), `rca/metric_table.toml`: not part of a longer path or a URL.
+# `rca/graph/service_graph.py`, `ingest/otlp_logs*.py` (a glob), `rca/telemetry/metric_table.toml`;
+# not part of a longer path or a URL.
 FILE_PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(FOLDERS)})/[\w/*.-]*\.[A-Za-z]\w*)\b")
-# `rca.graph.ServiceGraph`, `models.structure`; not `./rca-data/rca.db` or `rca.toml`.
+# `rca.graph.service_graph.ServiceGraph`, `models.structure`; not `./rca-data/rca.db` or `rca.toml`.
 DOTTED_NAME = re.compile(rf"(?<![\w./-])((?:{_TOP})(?:\.[A-Za-z_]\w*)+)")
 FILE_SUFFIXES = frozenset({"py", "toml", "db", "json", "yaml", "yml", "md", "pb", "svg", "png", "txt"})
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -63,7 +64,7 @@ def _module_file(parts: list[str]) -> Path | None:
 def dotted_name_problem(name: str) -> str | None:
     """Why a dotted name (`package.module[.attribute[.member]]`) does not exist, or None."""
     parts = name.split(".")
-    for k in range(len(parts), 1, -1):
+    for k in range(len(parts), 0, -1):
         module = _module_file(parts[:k])
         if module is not None:
             break
@@ -104,7 +105,7 @@ def test_the_check_catches_what_is_gone() -> None:
     assert paths == {"rca/no_such_module.py"} and not any(ROOT.glob("rca/no_such_module.py"))
     assert dotted_name_problem("rca.graph.NoSuchClass") is not None
     assert dotted_name_problem("rca.nowhere") is not None
-    assert dotted_name_problem("rca.graph.ServiceGraph") is None
+    assert dotted_name_problem("rca.graph.service_graph.ServiceGraph") is None
     assert named_modules("sqlite:///./rca-data/rca.db and --config rca.toml") == (set(), set())
 
 

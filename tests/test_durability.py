@@ -24,7 +24,7 @@ import pytest
 
 from benchmarks.soak import METHOD, Template, export, server_metrics
 from ingest.otlp_encode import encode_batch
-from rca.simulation import SimulatedCase, simulate
+from simulation import SimulatedCase, simulate
 from tests.conftest import Server, start_server, stop_server
 
 

@@ -10,8 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from rca.evidence import N_FAULTS, NodeEvidence, extract_evidence
-from rca.evidence_codec import evidence_from_json, evidence_to_json
+from rca.evidence.nodes import N_FAULTS, NodeEvidence, extract_evidence
+from storage.evidence_codec import evidence_from_json, evidence_to_json
 from tests.spanfactory import T0
 from tests.test_incidents_service import shop_graph
 

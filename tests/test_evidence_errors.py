@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rca.builder import SpanBatchBuilder
-from rca.evidence import F, NodeEvidence, extract_evidence
-from rca.graph import ServiceGraph
-from rca.ranking import Fault
+from rca.evidence.nodes import F, NodeEvidence, extract_evidence
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.faults import Fault
 from tests.spanfactory import T0, sid, tid
 
 WINDOW_NS = 10 * 10**9

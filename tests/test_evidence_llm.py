@@ -14,16 +14,16 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from rca.accumulators import OpSum
-from rca.builder import SpanBatchBuilder
-from rca.conventions import AttrValue
-from rca.evidence import MIN_BASELINE_WINDOWS, F, NodeEvidence, _Extractor, extract_evidence
-from rca.evidence_llm import LLM_CLASSES, llm_rows
-from rca.graph import ServiceGraph
-from rca.ranking import Fault
-from rca.series import window_series
-from rca.simulation import simulate
-from rca.spans import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, SpanBatch
+from rca.evidence.llm import LLM_CLASSES, llm_rows
+from rca.evidence.nodes import MIN_BASELINE_WINDOWS, F, NodeEvidence, _Extractor, extract_evidence
+from rca.graph.accumulators import OpSum
+from rca.graph.series import window_series
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.conventions import AttrValue
+from rca.telemetry.faults import Fault
+from rca.telemetry.spans import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, SpanBatch
+from simulation import simulate
 from tests.spanfactory import T0, tid
 
 HOST = "gpu-host"

@@ -16,16 +16,16 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, inspect
 
 from benchmarks.cases import nezha_webhook
-from rca.compose import Service
-from rca.config import Settings
-from rca.evidence import NodeEvidence, extract_evidence
-from rca.graph import ServiceGraph
-from rca.incidents import IncidentStatus
-from rca.labels import Label, LabelledIncident, Snapshot
-from rca.ranking import Fault
-from rca.spans import SpanBatch
-from rca.store import IncidentStore, Placement
-from rca.store_schema import alerts, incidents, metadata, rankings
+from rca.app.compose import Service
+from rca.app.config import Settings
+from rca.evidence.nodes import NodeEvidence, extract_evidence
+from rca.graph.service_graph import ServiceGraph
+from rca.incidents.labels import Label, LabelledIncident, Snapshot
+from rca.incidents.model import AlertPlacement, IncidentStatus
+from rca.telemetry.faults import Fault
+from rca.telemetry.spans import SpanBatch
+from storage.schema import alerts, incidents, metadata, rankings
+from storage.sql import SqlIncidentStore
 from tests.spanfactory import T0, batch
 from tests.test_incidents_service import alert
 from tests.test_store import postgres, url  # noqa: F401  (fixtures: the label store on PostgreSQL too)
@@ -58,11 +58,11 @@ def served(
     service = Service(Settings(db=f"sqlite:///{db}", api_token=token, params=params))
     try:
         if spans:
-            service.ingestor.submit(_traffic())
+            service.writer.submit(_traffic())
         with TestClient(service.api) as client:
             yield service, client
     finally:
-        service.ingestor.close()
+        service.writer.close()
         service.store.close()
 
 
@@ -98,7 +98,7 @@ def test_feedback_is_stored_with_what_the_model_saw_and_leaves_the_ranking(tmp_p
         assert stored is not None and stored.label.fault is Fault.LATENCY
         assert stored.snapshot.alert_nodes == ("gateway",)
         start, end = stored.snapshot.start_ns, stored.snapshot.end_ns
-        seen = service.ingestor.read(lambda g: service.feedback.model.evidence(g, start_ns=start, end_ns=end))
+        seen = service.writer.read(lambda g: service.feedback.model.evidence(g, start_ns=start, end_ns=end))
         _assert_same_evidence(stored.snapshot.evidence, seen)
         payment = seen.index("payment")
         assert seen.score[payment, 0] > 3  # the snapshot holds the shift the ranking saw
@@ -180,8 +180,8 @@ def test_an_older_database_opens_and_takes_labels(tmp_path: Path) -> None:
     engine = create_engine(f"sqlite:///{db}")
     metadata.create_all(engine, tables=[incidents, alerts, rankings])
     engine.dispose()
-    old = IncidentStore.open(f"sqlite:///{db}")
-    old.record([Placement(alert("gateway", 0), "inc-old")], [], T0)
+    old = SqlIncidentStore.open(f"sqlite:///{db}")
+    old.record([AlertPlacement(alert("gateway", 0), "inc-old")], [], T0)
     old.close()
     with served(db) as (service, client):
         assert "labels" in inspect(service.store.engine).get_table_names()
@@ -196,9 +196,10 @@ def test_labels_round_trip_in_the_store(url: str) -> None:  # noqa: F811
     graph.add(_traffic())
     evidence = extract_evidence(graph, start_ns=ALERT_NS - 300 * S, end_ns=graph.newest_ns + 1)
     snapshot = Snapshot(evidence, ("gateway",), ALERT_NS - 300 * S, graph.newest_ns + 1)
-    store = IncidentStore.open(url)
+    store = SqlIncidentStore.open(url)
     try:
-        store.record([Placement(alert("gateway", 0), "inc-1"), Placement(alert("search", 0), "inc-2")], [], T0)
+        placed = [AlertPlacement(alert("gateway", 0), "inc-1"), AlertPlacement(alert("search", 0), "inc-2")]
+        store.record(placed, [], T0)
         first = LabelledIncident(Label("inc-1", "payment", Fault.LATENCY, "x", T0 + 2), snapshot)
         store.save_label(first)
         store.save_label(LabelledIncident(Label("inc-2", "index", None, "", T0 + 1), snapshot))

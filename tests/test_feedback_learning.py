@@ -32,12 +32,12 @@ from fastapi.testclient import TestClient
 from models.health import HealthParams, load_params, params_version
 from models.params_file import read_params
 from models.ranker import BayesianRanker
-from rca.cli import main
-from rca.compose import Service
-from rca.config import Settings
-from rca.labels import LabelledIncident
-from rca.simulation import Truth, simulate
-from rca.store import IncidentStore
+from rca.app.cli import main
+from rca.app.compose import Service
+from rca.app.config import Settings
+from rca.incidents.labels import LabelledIncident
+from simulation import Truth, simulate
+from storage.sql import SqlIncidentStore
 from tests.incidentcase import PAST_ALERT_NS, _first_alert_ns
 
 FAMILY, PROFILE = "llm-errors-datastore", "shifted"
@@ -54,7 +54,7 @@ def _serving(db: Path, params: Path | None = None) -> Iterator[tuple[Service, Te
         with TestClient(service.api) as client:
             yield service, client
     finally:
-        service.ingestor.close()
+        service.writer.close()
         service.store.close()
 
 
@@ -63,9 +63,9 @@ def _replay(service: Service, client: TestClient, seed: int) -> tuple[str, Truth
     case = simulate(FAMILY, seed=seed, profile=PROFILE)
     cut = _first_alert_ns(case) + PAST_ALERT_NS
     for spans in case.batches:
-        service.ingestor.submit(spans.select(spans.start_ns < cut))
+        service.writer.submit(spans.select(spans.start_ns < cut))
     for logs in case.logs:
-        service.ingestor.submit(logs.select(logs.time_ns < cut))
+        service.writer.submit(logs.select(logs.time_ns < cut))
     incident = ""
     for sent_ns, webhook in zip(case.webhook_times_ns, case.webhooks, strict=True):
         if sent_ns < cut:
@@ -121,7 +121,7 @@ def test_labels_teach_the_model_a_family_it_ranked_weakly(tmp_path: Path, capsys
     labels, held_back, unlabelled = tmp_path / "labels.db", tmp_path / "held-back.db", tmp_path / "unlabelled.db"
     _label_all(labels, LABELLED_SEEDS)
     served_shipped = _label_all(held_back, HELD_OUT_SEEDS)  # labelled too, in a database rca fit is not given
-    IncidentStore.open(f"sqlite:///{unlabelled}").close()
+    SqlIncidentStore.open(f"sqlite:///{unlabelled}").close()
 
     with_labels, without = tmp_path / "with-labels.json", tmp_path / "without-labels.json"
     summary = _fit(labels, with_labels, capsys)
@@ -129,7 +129,7 @@ def test_labels_teach_the_model_a_family_it_ranked_weakly(tmp_path: Path, capsys
     summary = _fit(unlabelled, without, capsys)
     assert (summary["labelled"], summary["simulated"]) == (0, 3)
 
-    store = IncidentStore.open(f"sqlite:///{held_back}")
+    store = SqlIncidentStore.open(f"sqlite:///{held_back}")
     held, _ = store.labelled()
     store.close()
     shipped = [_ranked(x, load_params()) for x in held]

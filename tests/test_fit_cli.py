@@ -15,9 +15,9 @@ from models.health import load_params, params_version, save_params
 from models.params_file import read_params
 from models.ranker import MODEL_NAME
 from models.refit import label_case
-from rca.cli import main
-from rca.config import ConfigError, load_settings
-from rca.store import IncidentStore
+from rca.app.cli import main
+from rca.app.config import ConfigError, load_settings
+from storage.sql import SqlIncidentStore
 from tests.test_feedback import LABEL, open_incident, served
 
 SHIPPED_VERSION = params_version(load_params())
@@ -85,7 +85,7 @@ def test_a_label_without_a_fault_is_fitted_at_its_nodes_likeliest_class(tmp_path
 def test_rca_fit_refuses_with_a_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str
 ) -> None:
-    IncidentStore.open(f"sqlite:///{tmp_path}/empty.db").close()
+    SqlIncidentStore.open(f"sqlite:///{tmp_path}/empty.db").close()
     out = tmp_path / "params.json"
     code = main(["fit", *(a.replace("{tmp}", str(tmp_path)) for a in args), "--out", str(out)])
     captured = capsys.readouterr()

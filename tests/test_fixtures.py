@@ -13,15 +13,16 @@ import numpy as np
 
 from ingest.files import decode_file
 from ingest.otlp_logs_json import decode_logs_json
-from rca.accumulators import LogSum
-from rca.alerts import service_of
-from rca.compose import analyze
-from rca.evidence import F, extract_evidence
-from rca.graph import NodeKind, ServiceGraph
-from rca.graphview import Window, graph_between
-from rca.ranking import Fault
-from rca.series import Table, window_series
-from rca.spans import Signal, SpanBatch
+from rca.app.compose import analyze
+from rca.evidence.nodes import F, extract_evidence
+from rca.graph.accumulators import LogSum
+from rca.graph.names import NodeKind
+from rca.graph.series import Table, window_series
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.view import Window, graph_between
+from rca.telemetry.alerts import service_of
+from rca.telemetry.faults import Fault
+from rca.telemetry.spans import Signal, SpanBatch
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TRACE = FIXTURES / "llm-request.otlp.json"

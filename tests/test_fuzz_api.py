@@ -41,9 +41,9 @@ FIRING = {
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[FastAPI]:
     """The API over a graph with a few spans and a stored incident, so reads find something."""
-    with api_app(tmp_path / "fuzz.db", api_token=TOKEN, clock=lambda: T0) as (application, ingestor):
+    with api_app(tmp_path / "fuzz.db", api_token=TOKEN, clock=lambda: T0) as (application, writer):
         spans = batch(("frontend", "GET /", 1, 0, 0, 20), ("cart", "get", 2, 1, 2, 10), ("db", "q", 3, 2, 3, 5))
-        ingestor.submit(spans)
+        writer.submit(spans)
         assert TestClient(application).post("/webhooks/alertmanager", json=FIRING, headers=AUTH).status_code == 200
         yield application
 

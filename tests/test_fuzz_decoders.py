@@ -17,13 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.case_files import otlp_json
 from ingest.jaeger_json import decode_jaeger_document, decode_jaeger_json
 from ingest.otlp_encode import encode_batch
 from ingest.otlp_json import decode_document, decode_otlp_json
 from ingest.otlp_proto import decode_protobuf, decode_reference
-from rca.simulation import simulate
-from rca.spans import DecodeResult
+from rca.telemetry.spans import DecodeResult
+from simulation import simulate
+from simulation.case_files import otlp_json
 from tests.fuzzing import FUZZ, decode_or_refuse, mutated
 
 MIN_SPAN_BYTES = 2  # the smallest encoding of an (empty) span inside a request

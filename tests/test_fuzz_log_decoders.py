@@ -19,10 +19,10 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 
 from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_logs_json import decode_logs_document, decode_logs_json
-from rca.graph import ServiceGraph
-from rca.logs import LogBatch, LogDecodeResult
-from rca.logtemplates import TemplateMiner
-from rca.spans import DecodeError
+from rca.graph.logtemplates import TemplateMiner
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.logs import LogBatch, LogDecodeResult
+from rca.telemetry.spans import DecodeError
 from tests.fuzzing import FUZZ, decode_or_refuse, mutated, varint
 from tests.test_decode_logs import SPAN, T0, TRACE, otlp_json, record, request
 

@@ -20,8 +20,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 
 from ingest.otlp_metrics import MAX_SCALE, MIN_SCALE, decode_metrics_protobuf, exponential_buckets
 from ingest.otlp_metrics_json import decode_metrics_document, decode_metrics_json
-from rca.metrics import MetricDecodeResult
-from rca.spans import DecodeError
+from rca.telemetry.metrics import MetricDecodeResult
+from rca.telemetry.spans import DecodeError
 from tests.fuzzing import FUZZ, decode_or_refuse, mutated, varint
 from tests.metricrequests import (
     CUMULATIVE,

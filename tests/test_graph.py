@@ -8,13 +8,13 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from rca.accumulators import OpSum, SignalSum, WindowAggregate
-from rca.builder import SpanBatchBuilder
-from rca.conventions import AttrValue
-from rca.graph import ServiceGraph
-from rca.graphview import Window, build_digraph, graph_between
-from rca.lockstep import Lockstep
-from rca.spans import Signal, SpanBatch
+from rca.graph.accumulators import OpSum, SignalSum, WindowAggregate
+from rca.graph.lockstep import Lockstep
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.view import Window, build_digraph, graph_between
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.conventions import AttrValue
+from rca.telemetry.spans import Signal, SpanBatch
 from tests.spanfactory import T0, batch, sid, tid
 
 WIDE = Window(T0 - 10**12, T0 + 10**12)
@@ -84,8 +84,8 @@ def test_window_aggregates_merge_like_one_window() -> None:
 
 
 def test_nccl_latency_keeps_point_to_point_apart_from_collectives() -> None:
-    from rca.conventions import with_nccl_latency
-    from rca.spans import N_SIGNALS, Signal
+    from rca.telemetry.conventions import with_nccl_latency
+    from rca.telemetry.spans import N_SIGNALS, Signal
 
     strings = ("model_forward", "nccl:AllReduce", "nccl:Send", "nccl:Recv")
     operation = np.asarray([0, 1, 2, 3], np.int32)

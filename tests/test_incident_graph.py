@@ -12,12 +12,12 @@ import pytest
 from api.layout import layered_layout
 from api.nodegraph import incident_edge_frame, incident_node_frame, node_graph
 from models.ranker import BayesianRanker
-from rca.alerts import parse_rfc3339_ns
-from rca.graph import ServiceGraph
-from rca.graphview import Window, graph_between
-from rca.incident_graph import IncidentGraph, causal_subgraph
-from rca.incidents import Incident, IncidentCauses, IncidentStatus
-from rca.simulation import simulate
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.view import Window, graph_between
+from rca.incidents.causal_graph import IncidentGraph, causal_subgraph
+from rca.incidents.model import Incident, IncidentCauses, IncidentStatus
+from rca.telemetry.alerts import parse_rfc3339_ns
+from simulation import simulate
 
 NODE_FIELDS = {"id", "title", "subtitle", "mainstat", "secondarystat", "color", "highlighted"}
 EDGE_FIELDS = {"id", "source", "target", "mainstat", "secondarystat", "thickness", "color"}

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rca.alerts import Alert, AlertStatus
-from rca.graph import ServiceGraph
-from rca.incidents import Incident, IncidentStatus
-from rca.incidents_clustering import AlertClusterer
-from rca.incidents_topology import UNCONNECTED, Topology, topology_between
+from rca.graph.service_graph import ServiceGraph
+from rca.incidents.clustering import AlertClusterer
+from rca.incidents.model import Incident, IncidentStatus
+from rca.incidents.topology import UNCONNECTED, CallTopology, topology_between
+from rca.telemetry.alerts import Alert, AlertStatus
 from tests.spanfactory import T0, batch
 from tests.test_incidents_service import alert, shop_graph
 
 S = 1_000_000_000
 
 
-def topology(graph: ServiceGraph | None = None) -> Topology:
+def topology(graph: ServiceGraph | None = None) -> CallTopology:
     return topology_between(graph or shop_graph(), T0 - 600 * S, T0 + 600 * S)
 
 
-def incidents_of(clusterer: AlertClusterer, batches: Sequence[Sequence[Alert]], topo: Topology) -> dict[str, list[str]]:
+def incidents_of(
+    clusterer: AlertClusterer, batches: Sequence[Sequence[Alert]], topo: CallTopology
+) -> dict[str, list[str]]:
     """Feeds alert batches one by one (as webhooks arrive); incident id -> service@second."""
     placed: list[tuple[Alert, str]] = []
     for new in batches:

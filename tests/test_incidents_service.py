@@ -1,4 +1,4 @@
-"""IncidentService over a real graph, ingestor and SQLite store, with a deterministic ranker double."""
+"""IncidentService over a real graph, writer and SQLite store, with a deterministic ranker double."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from rca.alerts import Alert, AlertStatus
-from rca.graph import ServiceGraph
-from rca.incident_service import IncidentService
-from rca.incidents import Incident, IncidentStatus
-from rca.incidents_clustering import AlertClusterer
-from rca.incidents_topology import Topology, topology_between
-from rca.ingestion import Ingestor
-from rca.ranking import Cause, Fault, Ranking
-from rca.store import IncidentStore
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.writer import GraphWriter
+from rca.incidents.clustering import AlertClusterer
+from rca.incidents.model import Incident, IncidentStatus
+from rca.incidents.service import IncidentService
+from rca.incidents.topology import CallTopology, topology_between
+from rca.ranking.causes import Cause, Ranking
+from rca.telemetry.alerts import Alert, AlertStatus
+from rca.telemetry.faults import Fault
+from storage.sql import SqlIncidentStore
 from tests.spanfactory import T0, batch
 
 S = 1_000_000_000
@@ -84,31 +85,33 @@ def alert(
 
 
 @pytest.fixture
-def ingestor() -> Iterator[Ingestor]:
-    running = Ingestor(shop_graph())
+def writer() -> Iterator[GraphWriter]:
+    running = GraphWriter(shop_graph())
     yield running
     running.close()
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[IncidentStore]:
-    opened = IncidentStore.open(f"sqlite:///{tmp_path}/rca.db")
+def store(tmp_path: Path) -> Iterator[SqlIncidentStore]:
+    opened = SqlIncidentStore.open(f"sqlite:///{tmp_path}/rca.db")
     yield opened
     opened.close()
 
 
-def service_with(store: IncidentStore, ingestor: Ingestor, ranker: object, lookback_s: float = 300) -> IncidentService:
+def service_with(
+    store: SqlIncidentStore, writer: GraphWriter, ranker: object, lookback_s: float = 300
+) -> IncidentService:
     return IncidentService(
         store=store,
         ranker=ranker,
-        graphs=ingestor,
+        graphs=writer,
         lookback_seconds=lookback_s,
         clock=lambda: T0,  # type: ignore[arg-type]
     )
 
 
-def test_redelivered_group_counts_each_alert_once(store: IncidentStore, ingestor: Ingestor) -> None:
-    service = service_with(store, ingestor, FixedRanker())
+def test_redelivered_group_counts_each_alert_once(store: SqlIncidentStore, writer: GraphWriter) -> None:
+    service = service_with(store, writer, FixedRanker())
     group = [alert("checkout", 0), alert("gateway", 20)]
     first = service.handle(group)
     again = service.handle(group)
@@ -117,8 +120,8 @@ def test_redelivered_group_counts_each_alert_once(store: IncidentStore, ingestor
     assert service.incidents()[0].incident.alerts == 2
 
 
-def test_resolved_notifications_resolve_alerts_then_the_incident(store: IncidentStore, ingestor: Ingestor) -> None:
-    service = service_with(store, ingestor, FixedRanker())
+def test_resolved_notifications_resolve_alerts_then_the_incident(store: SqlIncidentStore, writer: GraphWriter) -> None:
+    service = service_with(store, writer, FixedRanker())
     a, b = alert("checkout", 0), alert("gateway", 20)
     (summary,) = service.handle([a, b])
     (after_one,) = service.handle([replace(a, status=AlertStatus.RESOLVED, ends_at_ns=T0 + 60 * S)])
@@ -131,35 +134,35 @@ def test_resolved_notifications_resolve_alerts_then_the_incident(store: Incident
     assert service.incidents(IncidentStatus.OPEN) == []
 
 
-def test_window_runs_from_lookback_to_newest_span_capped_at_the_end(store: IncidentStore, ingestor: Ingestor) -> None:
+def test_window_runs_from_lookback_to_newest_span_capped(store: SqlIncidentStore, writer: GraphWriter) -> None:
     ranker = FixedRanker()
-    service = service_with(store, ingestor, ranker, lookback_s=120)
+    service = service_with(store, writer, ranker, lookback_s=120)
     a = alert("checkout", -30)
     (summary,) = service.handle([a])
     nodes, start, end = ranker.calls[-1]
     assert nodes == ("checkout",)
     assert start == a.starts_at_ns - 120 * S
-    assert end == ingestor.read(lambda g: g.newest_ns) + 1
+    assert end == writer.read(lambda g: g.newest_ns) + 1
     detail = service.incident(summary.incident.id)
     assert detail is not None and (detail.start_ns, detail.end_ns) == (start, end)
     service.handle([replace(a, status=AlertStatus.RESOLVED, ends_at_ns=T0 - 5 * S)])
     assert ranker.calls[-1][2] == T0 - 5 * S  # resolved before the newest span: capped at its end
 
 
-def test_unknown_service_maps_to_nearest_name_or_trace_roots(store: IncidentStore, ingestor: Ingestor) -> None:
+def test_unknown_service_maps_to_nearest_name_or_trace_roots(store: SqlIncidentStore, writer: GraphWriter) -> None:
     ranker = FixedRanker()
-    service = service_with(store, ingestor, ranker)
+    service = service_with(store, writer, ranker)
     service.handle([alert("checkout-ui", 0)])
     assert ranker.calls[-1][0] == ("checkout",)
     service.handle([alert("storefront", 3600)])
     assert ranker.calls[-1][0] == ("gateway", "search")
 
 
-def test_ranking_failure_keeps_the_webhook_and_the_last_ranking(store: IncidentStore, ingestor: Ingestor) -> None:
-    good = service_with(store, ingestor, FixedRanker())
+def test_ranking_failure_keeps_the_webhook_and_the_last_ranking(store: SqlIncidentStore, writer: GraphWriter) -> None:
+    good = service_with(store, writer, FixedRanker())
     (summary,) = good.handle([alert("checkout", 0)])
     assert summary.causes[0].node == "checkout"
-    bad = service_with(store, ingestor, FailingRanker())
+    bad = service_with(store, writer, FailingRanker())
     (again,) = bad.handle([alert("payment", 10)])
     assert again.incident.id == summary.incident.id and again.incident.alerts == 2
     assert again.causes == summary.causes
@@ -167,22 +170,22 @@ def test_ranking_failure_keeps_the_webhook_and_the_last_ranking(store: IncidentS
     assert causes is not None and causes.ranking is not None and causes.ranking.model == "fixed"
 
 
-def test_new_spans_rerank_on_read_once_the_window_moved(store: IncidentStore, ingestor: Ingestor) -> None:
+def test_new_spans_rerank_on_read_once_the_window_moved(store: SqlIncidentStore, writer: GraphWriter) -> None:
     ranker = FixedRanker()
-    service = service_with(store, ingestor, ranker)
+    service = service_with(store, writer, ranker)
     (summary,) = service.handle([alert("checkout", 0)])
     calls = len(ranker.calls)
     service.causes(summary.incident.id)
     assert len(ranker.calls) == calls  # nothing new: the stored ranking serves
-    ingestor.submit(batch(("gateway", "GET /", 11, 0, 30_000, 5)))
+    writer.submit(batch(("gateway", "GET /", 11, 0, 30_000, 5)))
     causes = service.causes(summary.incident.id)
     assert len(ranker.calls) == calls + 1
     assert causes is not None and causes.end_ns == T0 + 30_000 * 1_000_000 + 1
     assert service.refresh_open() == 0
 
 
-def test_summaries_carry_the_top_five_causes(store: IncidentStore, ingestor: Ingestor) -> None:
-    service = service_with(store, ingestor, FixedRanker())
+def test_summaries_carry_the_top_five_causes(store: SqlIncidentStore, writer: GraphWriter) -> None:
+    service = service_with(store, writer, FixedRanker())
     (summary,) = service.handle([alert("checkout", 0)])
     causes = service.causes(summary.incident.id)
     assert causes is not None and causes.ranking is not None
@@ -190,13 +193,13 @@ def test_summaries_carry_the_top_five_causes(store: IncidentStore, ingestor: Ing
     assert abs(sum(c.probability for c in causes.ranking.causes) - 1.0) < 1e-9
 
 
-def test_clustering_failure_still_stores_the_group(store: IncidentStore, ingestor: Ingestor) -> None:
+def test_clustering_failure_still_stores_the_group(store: SqlIncidentStore, writer: GraphWriter) -> None:
     class Broken(AlertClusterer):
         def assign(
-            self, new: Sequence[Alert], placed: Sequence[tuple[Alert, Incident]], topology: Topology
+            self, new: Sequence[Alert], placed: Sequence[tuple[Alert, Incident]], topology: CallTopology
         ) -> list[str]:
             raise ValueError("a bug")
 
-    service = IncidentService(store=store, ranker=FixedRanker(), graphs=ingestor, clusterer=Broken())
+    service = IncidentService(store=store, ranker=FixedRanker(), graphs=writer, clusterer=Broken())
     (summary,) = service.handle([alert("checkout", 0), alert("search", 5)])
     assert summary.incident.alerts == 2 and summary.causes

@@ -20,8 +20,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from benchmarks.payload import export_requests
 from ingest import otlp_scan as scan
 from ingest.otlp_proto import decode_protobuf, decode_reference
-from rca.conventions import RESOURCE_KEYS, SPAN_KEYS
-from rca.spans import DecodeError, DecodeResult
+from rca.telemetry.conventions import RESOURCE_KEYS, SPAN_KEYS
+from rca.telemetry.spans import DecodeError, DecodeResult
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = [*sorted(SPAN_KEYS), "http.method", "peer.servic", "gpu.idx", "x"]
@@ -228,8 +228,8 @@ from benchmarks.payload import export_requests
 from ingest import otlp_scan as scan
 from ingest.otlp_proto import decode_protobuf
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from rca.conventions import SPAN_KEYS
-from rca.spans import DecodeError
+from rca.telemetry.conventions import SPAN_KEYS
+from rca.telemetry.spans import DecodeError
 from tests.test_ingest_scanner import SETTINGS, requests
 
 names = sorted(key.encode() for key in SPAN_KEYS)

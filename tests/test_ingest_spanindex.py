@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rca.spanindex import SpanIndex
+from rca.graph.spanindex import SpanIndex
 
 batches = st.lists(st.lists(st.integers(1, 40), max_size=12), max_size=8)
 

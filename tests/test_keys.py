@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rca.keys import (
+from rca.graph.keys import (
     high,
     low,
     measure_key,

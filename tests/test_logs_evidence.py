@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from rca.builder import SpanBatchBuilder
-from rca.evidence import F, NodeEvidence, extract_evidence
-from rca.graph import ServiceGraph
-from rca.logs import SEVERITY_ERROR, LogBatch, infer_severity, log_service
-from rca.logtemplates import TemplateMiner, mask_bodies
-from rca.ranking import Fault
-from rca.series import window_series
+from rca.evidence.nodes import F, NodeEvidence, extract_evidence
+from rca.graph.logtemplates import TemplateMiner, mask_bodies
+from rca.graph.series import window_series
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.faults import Fault
+from rca.telemetry.logs import SEVERITY_ERROR, LogBatch, infer_severity, log_service
 from tests.spanfactory import T0, sid, tid
 
 WINDOW_NS = 10 * 10**9

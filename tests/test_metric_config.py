@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rca.compose import Service
-from rca.config import ConfigError, HostPort, load_settings
-from rca.metric_rows import MetricRows
-from rca.metrics import MetricKind
-from rca.ranking import Fault
+from rca.app.compose import Service
+from rca.app.config import ConfigError, HostPort, load_settings
+from rca.telemetry.faults import Fault
+from rca.telemetry.metric_rows import MetricRows
+from rca.telemetry.metrics import MetricKind
 
 T0 = 1_767_571_200 * 1_000_000_000
 CUSTOM = """
@@ -51,10 +51,10 @@ def test_entries_extend_and_override_the_built_in_table(tmp_path: Path) -> None:
         rows = MetricRows()
         labels = {"gpu": "0", "Hostname": "h", "exported_pod": "vllm-engine-7d9f8b6c5d-x2x4z"}
         rows.add("my_gpu_hbm_busy_ratio", MetricKind.GAUGE, {}, labels, T0, 0, 0.5)
-        service.ingestor.submit(rows.build().batch)
-        assert service.ingestor.read(lambda g: (g.counts().metric_points, dict(g.measures.unknown))) == (1, {})
+        service.writer.submit(rows.build().batch)
+        assert service.writer.read(lambda g: (g.counts().metric_points, dict(g.measures.unknown))) == (1, {})
     finally:
-        service.ingestor.close()
+        service.writer.close()
         service.store.close()
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rca.graph import NodeKind, ServiceGraph
-from rca.metric_measures import MetricMeasures, quantile
-from rca.metric_rows import BUCKETS_MISMATCH, MetricRows
-from rca.metric_table import MetricRule, MetricTable, parse_rules
-from rca.metrics import MetricBatch, MetricKind, place
-from rca.ranking import Fault
-from rca.series import window_series
+from rca.graph.metric_measures import MetricMeasures, quantile
+from rca.graph.names import NodeKind
+from rca.graph.series import window_series
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.faults import Fault
+from rca.telemetry.metric_rows import BUCKETS_MISMATCH, MetricRows
+from rca.telemetry.metric_table import MetricRule, MetricTable, parse_rules
+from rca.telemetry.metrics import MetricBatch, MetricKind, place
 
 S = 1_000_000_000
 T0 = 1_767_571_200 * S

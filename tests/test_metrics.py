@@ -14,13 +14,14 @@ from sqlalchemy import create_engine
 from api.metrics import ServiceMetrics
 from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_proto import decode_protobuf
-from rca.alerts import Alert, AlertStatus
-from rca.graph import ServiceGraph
-from rca.incident_service import IncidentService
-from rca.ingestion import Ingestor
-from rca.ranking import Cause, Fault, Ranking
-from rca.receiving import SpanSink
-from rca.store import IncidentStore
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.sink import SpanSink
+from rca.graph.writer import GraphWriter
+from rca.incidents.service import IncidentService
+from rca.ranking.causes import Cause, Ranking
+from rca.telemetry.alerts import Alert, AlertStatus
+from rca.telemetry.faults import Fault
+from storage.sql import SqlIncidentStore
 from tests.logfactory import logs_request, record
 from tests.spanfactory import T0, request, sid, span
 
@@ -45,13 +46,13 @@ class Wired:
 
     def __init__(self, db: Path) -> None:
         self.metrics = ServiceMetrics()
-        self.ingestor = Ingestor(ServiceGraph(window_seconds=10, retention_seconds=10 * 365 * 86400.0))
-        self.sink = SpanSink(self.ingestor, decode_seconds=self.metrics.decode_seconds.observe)
-        self.store = IncidentStore.open(f"sqlite:///{db}")
+        self.writer = GraphWriter(ServiceGraph(window_seconds=10, retention_seconds=10 * 365 * 86400.0))
+        self.sink = SpanSink(self.writer, decode_seconds=self.metrics.decode_seconds.observe)
+        self.store = SqlIncidentStore.open(f"sqlite:///{db}")
         self.incidents = IncidentService(
-            store=self.store, ranker=self.metrics.observed(FixedRanker()), graphs=self.ingestor, clock=lambda: T0
+            store=self.store, ranker=self.metrics.observed(FixedRanker()), graphs=self.writer, clock=lambda: T0
         )
-        self.metrics.watch(self.sink, self.ingestor, self.store)
+        self.metrics.watch(self.sink, self.writer, self.store)
 
     def samples(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         body, content_type = self.metrics.exposition("")
@@ -60,7 +61,7 @@ class Wired:
         return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
 
     def close(self) -> None:
-        self.ingestor.close()
+        self.writer.close()
         self.store.close()
 
 
@@ -164,13 +165,13 @@ def test_openmetrics_when_asked(wired: Wired) -> None:
 
 def test_a_failing_store_leaves_the_rest_of_the_scrape(tmp_path: Path) -> None:
     metrics = ServiceMetrics()
-    ingestor = Ingestor(ServiceGraph())
+    writer = GraphWriter(ServiceGraph())
     try:
-        unreachable = IncidentStore(create_engine(f"sqlite:///{tmp_path}/no-such-dir/rca.db"))
-        metrics.watch(SpanSink(ingestor), ingestor, unreachable)
+        unreachable = SqlIncidentStore(create_engine(f"sqlite:///{tmp_path}/no-such-dir/rca.db"))
+        metrics.watch(SpanSink(writer), writer, unreachable)
         body, _ = metrics.exposition("")
     finally:
-        ingestor.close()
+        writer.close()
     samples = {s.name: s.value for f in text_string_to_metric_families(body.decode()) for s in f.samples}
     assert samples["rca_store_up"] == 0
     assert samples["rca_spans_received_total"] == 0

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from models.ranker import BayesianRanker
-from rca.evidence import F, NodeEvidence, extract_evidence
-from rca.graph import ServiceGraph
-from rca.metric_rows import MetricRows
-from rca.metrics import MetricKind
-from rca.ranking import Fault
+from rca.evidence.nodes import F, NodeEvidence, extract_evidence
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.faults import Fault
+from rca.telemetry.metric_rows import MetricRows
+from rca.telemetry.metrics import MetricKind
 
 S = 1_000_000_000
 T0 = 1_767_571_200 * S

@@ -20,7 +20,7 @@ from models.health import HealthParams
 from models.learning import Labelled, case_batch, learn
 from models.posterior import log_posterior, observed
 from models.structure import CausalStructure, Relation
-from rca.evidence import MAX_SCORE, N_FAULTS
+from rca.evidence.nodes import MAX_SCORE, N_FAULTS
 
 KINDS = len(Relation)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from models.ranker import BayesianRanker
-from rca.accumulators import EdgeSum
-from rca.evidence import extract_evidence
-from rca.graph import ServiceGraph
+from rca.evidence.nodes import extract_evidence
+from rca.graph.accumulators import EdgeSum
+from rca.graph.service_graph import ServiceGraph
 from tests.spanfactory import T0, batch
 
 WINDOW_MS = 10_000

@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rca.builder import SpanBatchBuilder
-from rca.datasets.nezha import (
+from benchmarks.nezha import (
     COLUMNS,
     ONLINE_BOUTIQUE,
     TRAIN_TICKET,
@@ -23,7 +22,8 @@ from rca.datasets.nezha import (
     service_of,
     shift_batch,
 )
-from rca.spans import SpanBatch
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.spans import SpanBatch
 
 ROOT = default_root()
 pytestmark = pytest.mark.skipif(

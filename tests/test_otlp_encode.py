@@ -9,14 +9,14 @@ import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from benchmarks.nezha import default_root, read_log_csv, read_trace_csv
 from ingest.otlp_encode import encode_batch, encode_log_batch
 from ingest.otlp_logs import decode_logs_protobuf
 from ingest.otlp_proto import decode_protobuf
-from rca.builder import SpanBatchBuilder
-from rca.conventions import AttrValue
-from rca.datasets.nezha import default_root, read_log_csv, read_trace_csv
-from rca.logs import LogBatch
-from rca.spans import KIND_CLIENT, KIND_SERVER, Signal, SpanBatch
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.conventions import AttrValue
+from rca.telemetry.logs import LogBatch
+from rca.telemetry.spans import KIND_CLIENT, KIND_SERVER, Signal, SpanBatch
 
 NEZHA_MINUTE = default_root() / "nezha-dev" / "2023-01-29" / "trace" / "08_43_trace.csv.gz"
 NEZHA_LOG_MINUTE = default_root() / "nezha-dev" / "2023-01-29" / "log" / "08_43_log.csv.gz"

@@ -10,9 +10,9 @@ from starlette.testclient import TestClient
 
 from ingest.grpc_receiver import ExportHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
-from rca.graph import ServiceGraph
-from rca.ingestion import Ingestor, Overloaded
-from rca.receiving import SpanSink
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.sink import SpanSink
+from rca.graph.writer import GraphWriter, Overloaded
 from tests.spanfactory import batch, request, sid, span
 
 
@@ -33,32 +33,32 @@ class _BlockedGraph(ServiceGraph):
 @pytest.fixture
 def stalled() -> tuple[_BlockedGraph, SpanSink]:
     graph = _BlockedGraph()
-    sink = SpanSink(Ingestor(graph, queue_size=1))
+    sink = SpanSink(GraphWriter(graph, queue_size=1))
 
     # one batch held in the writer, one in the queue: the next submit finds it full
     def submit(n: int) -> threading.Thread:
-        thread = threading.Thread(target=sink.ingestor.submit, args=(batch(("a", "op", n, 0, 0, 1)),), daemon=True)
+        thread = threading.Thread(target=sink.writer.submit, args=(batch(("a", "op", n, 0, 0, 1)),), daemon=True)
         thread.start()
         return thread
 
     submit(10)
     assert graph.entered.wait(10)
     submit(11)
-    while sink.ingestor.depth < 1:
+    while sink.writer.depth < 1:
         threading.Event().wait(0.01)
     yield graph, sink
     graph.release.set()
 
 
-def test_ingestor_refuses_when_full_then_recovers(stalled: tuple[_BlockedGraph, SpanSink]) -> None:
+def test_graph_writer_refuses_when_full_then_recovers(stalled: tuple[_BlockedGraph, SpanSink]) -> None:
     graph, sink = stalled
     with pytest.raises(Overloaded):
-        sink.ingestor.submit(batch(("a", "op", 1, 0, 0, 1)))
+        sink.writer.submit(batch(("a", "op", 1, 0, 0, 1)))
     graph.release.set()
-    while sink.ingestor.depth > 0:
+    while sink.writer.depth > 0:
         threading.Event().wait(0.01)
-    sink.ingestor.submit(batch(("a", "op", 2, 0, 0, 1)))
-    assert sink.ingestor.read(lambda g: g.counts().spans) == 3
+    sink.writer.submit(batch(("a", "op", 2, 0, 0, 1)))
+    assert sink.writer.read(lambda g: g.counts().spans) == 3
 
 
 def test_http_overload_is_503_with_retry_after(stalled: tuple[_BlockedGraph, SpanSink]) -> None:
@@ -88,7 +88,7 @@ def test_grpc_overload_is_unavailable_with_retry_info(stalled: tuple[_BlockedGra
 
 
 def test_requests_beyond_the_queue_bound_are_refused_before_decoding() -> None:
-    sink = SpanSink(Ingestor(ServiceGraph(), queue_size=2))
+    sink = SpanSink(GraphWriter(ServiceGraph(), queue_size=2))
     server, port = start_grpc_server(ExportHandler(sink, api_token=None), "127.0.0.1:0", max_message_bytes=1 << 20)
     try:
         with sink.admit(), sink.admit(), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -101,6 +101,6 @@ def test_requests_beyond_the_queue_bound_are_refused_before_decoding() -> None:
             "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
         )
         call(request("svc", [span(sid(9))]).SerializeToString(), timeout=10)  # places free again: accepted
-        assert sink.ingestor.read(lambda g: g.counts().spans) == 1
+        assert sink.writer.read(lambda g: g.counts().spans) == 1
     finally:
         server.stop(0)

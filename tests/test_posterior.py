@@ -13,8 +13,8 @@ from models.enumeration import enumerated_posterior
 from models.health import HealthParams, fault_peak, log_faulty, log_healthy
 from models.posterior import log_posterior, observed
 from models.structure import Relation, causal_structure
-from rca.evidence import N_FAULTS, F
-from rca.ranking import Fault
+from rca.evidence.nodes import N_FAULTS, F
+from rca.telemetry.faults import Fault
 
 LAT, ERR, CS = F[Fault.LATENCY], F[Fault.ERRORS], F[Fault.CALL_STRUCTURE]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rca.cli import build_parser
-from rca.config import FLAG_NAMES, ConfigError, Settings, flag_help, load_settings
+from rca.app.cli import build_parser
+from rca.app.config import FLAG_NAMES, ConfigError, Settings, flag_help, load_settings
 
 
 def test_defaults_are_none_and_two_seconds() -> None:
@@ -60,7 +60,7 @@ def test_serve_has_the_flags_with_their_environment_variables() -> None:
 
 def test_serve_wires_a_prometheus_pull_only_when_the_url_is_set(tmp_path: Path) -> None:
     from ingest.prometheus import PrometheusPull
-    from rca.compose import Service
+    from rca.app.compose import Service
 
     for url in (None, "http://127.0.0.1:9/prometheus"):
         settings = Settings(db=f"sqlite:///{tmp_path}/rca.db", prometheus_url=url, prometheus_timeout_seconds=0.5)
@@ -75,5 +75,5 @@ def test_serve_wires_a_prometheus_pull_only_when_the_url_is_set(tmp_path: Path) 
             assert (pull.url, pull.timeout_s, pull.window_ns) == (url, 0.5, service.graph.window_ns)
             assert service.incidents.history_ns == 600 * 1_000_000_000  # what the ranker reads before a window
         finally:
-            service.ingestor.close()
+            service.writer.close()
             service.store.close()

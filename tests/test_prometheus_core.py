@@ -14,19 +14,19 @@ import pytest
 from api.schemas import causes_json
 from ingest.prometheus import Covered
 from ingest.prometheus_results import BadAnswer, decode
-from ingest.promql import Role, build_selectors, mapped_names, prometheus_names
-from rca.alerts import Alert, AlertStatus
-from rca.call_stats import CallStats
-from rca.graph import ServiceGraph
-from rca.graphview import Window, graph_between
-from rca.incident_service import IncidentService
-from rca.incidents import Incident, IncidentCauses, IncidentStatus
-from rca.ingestion import Ingestor
-from rca.metric_table import MetricTable
-from rca.pull import SourceStatus
-from rca.ranking import Ranking
-from rca.store import IncidentStore
-from rca.store_codec import ranking_from_bytes, ranking_to_bytes
+from ingest.promql import SampleRole, build_selectors, mapped_names, prometheus_names
+from rca.graph.call_stats import CallStats
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.view import Window, graph_between
+from rca.graph.writer import GraphWriter
+from rca.incidents.model import Incident, IncidentCauses, IncidentStatus
+from rca.incidents.service import IncidentService
+from rca.ranking.causes import Ranking
+from rca.ranking.pull import SourceStatus
+from rca.telemetry.alerts import Alert, AlertStatus
+from rca.telemetry.metric_table import MetricTable
+from storage.ranking_codec import ranking_from_bytes, ranking_to_bytes
+from storage.sql import SqlIncidentStore
 from tests.spanfactory import T0, batch
 from tests.test_incidents_service import FixedRanker
 
@@ -71,15 +71,15 @@ def test_call_stats_count_like_spans_and_leave_traced_nodes_be() -> None:
 
 
 def test_call_stats_keep_to_retention_and_go_through_the_ingest_queue() -> None:
-    ingestor = Ingestor(ServiceGraph(window_seconds=10, retention_seconds=60))
+    writer = GraphWriter(ServiceGraph(window_seconds=10, retention_seconds=60))
     try:
-        ingestor.submit(stats((T0, "a", "b", 10, 0, 1.0, 1.1), (T0 - 120 * S, "a", "b", 10, 0, 1.0, 1.1)))
-        graph = ingestor.graph
+        writer.submit(stats((T0, "a", "b", 10, 0, 1.0, 1.1), (T0 - 120 * S, "a", "b", 10, 0, 1.0, 1.1)))
+        graph = writer.graph
         assert graph.newest_ns == T0
         assert sorted(graph.windows) == [T0 // (10 * S)]  # the old row is past retention
         assert graph_between(graph, Window(T0 - 300 * S, T0 + S)).edges["a", "b"]["calls"] == 10
     finally:
-        ingestor.close()
+        writer.close()
 
 
 class RecordingPull:
@@ -105,12 +105,12 @@ def alert(starts_ns: int) -> Alert:
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_rankings_and_refreshes_pull_and_survive_a_failing_pull(tmp_path: Path, fail: bool) -> None:
-    ingestor = Ingestor(ServiceGraph(window_seconds=10, retention_seconds=3600))
-    store = IncidentStore.open(f"sqlite:///{tmp_path}/rca.db")
+    writer = GraphWriter(ServiceGraph(window_seconds=10, retention_seconds=3600))
+    store = SqlIncidentStore.open(f"sqlite:///{tmp_path}/rca.db")
     pull = RecordingPull(fail)
     now = [T0 + 600 * S]
     service = IncidentService(
-        store=store, ranker=FixedRanker(), graphs=ingestor, pulls=[pull], clock=lambda: now[0], history_seconds=600
+        store=store, ranker=FixedRanker(), graphs=writer, pulls=[pull], clock=lambda: now[0], history_seconds=600
     )
     try:
         (summary,) = service.handle([alert(T0 + 300 * S)])
@@ -125,12 +125,12 @@ def test_rankings_and_refreshes_pull_and_survive_a_failing_pull(tmp_path: Path, 
         now[0] += 10 * S
         service.refresh_open()  # every window: the sources brought up to date over the retention
         assert pull.asked[-1] == (now[0] - 3600 * S, now[0])
-        ingestor.submit(batch(("checkout", "Place", 1, 0, 0, 30)))  # spans: now is the newest span
+        writer.submit(batch(("checkout", "Place", 1, 0, 0, 30)))  # spans: now is the newest span
         service.refresh_open()
         assert pull.asked[-1] == (T0 + 1 - 3600 * S, T0 + 1)
     finally:
         store.close()
-        ingestor.close()
+        writer.close()
 
 
 def test_sources_are_stored_and_old_rankings_still_read() -> None:
@@ -169,8 +169,8 @@ def test_queries_name_every_mapped_metric_in_each_spelling() -> None:
     assert prometheus_names("k8s.pod.cpu.usage") == ("k8s.pod.cpu.usage", "k8s_pod_cpu_usage")
     names = mapped_names(MetricTable.default())
     assert names["k8s_pod_cpu_usage"].metric == "k8s.pod.cpu.usage"
-    assert names["vllm:num_preemptions_total"].role is Role.COUNTER
-    assert names["vllm:time_to_first_token_seconds_sum"].role is Role.HISTOGRAM_SUM
+    assert names["vllm:num_preemptions_total"].role is SampleRole.COUNTER
+    assert names["vllm:time_to_first_token_seconds_sum"].role is SampleRole.HISTOGRAM_SUM
     selectors = build_selectors(MetricTable.default())
     assert "DCGM_FI_PROF_DRAM_ACTIVE|" in selectors["metrics"]
     assert r"k8s\\.pod\\.cpu\\.usage" in selectors["metrics"]  # a regex, in a PromQL string

@@ -17,14 +17,14 @@ from api.app import create_app
 from benchmarks.prometheus_backfill import PROMETHEUS, PROMTOOL, RunningPrometheus, backfilled
 from ingest.prometheus import PrometheusPull
 from models.ranker import BayesianRanker
-from rca.accumulators import SignalSum
-from rca.alerts import format_rfc3339
-from rca.graph import ServiceGraph
-from rca.graphview import Window, graph_between
-from rca.incident_service import IncidentService
-from rca.ingestion import Ingestor
-from rca.metric_table import MetricTable
-from rca.store import IncidentStore
+from rca.graph.accumulators import SignalSum
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.view import Window, graph_between
+from rca.graph.writer import GraphWriter
+from rca.incidents.service import IncidentService
+from rca.telemetry.alerts import format_rfc3339
+from rca.telemetry.metric_table import MetricTable
+from storage.sql import SqlIncidentStore
 from tests import prometheus_case as case
 from tests.debian import ensure_binary
 
@@ -43,15 +43,15 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
 
 
 @pytest.fixture
-def ingestor() -> Iterator[Ingestor]:
-    ingestor = Ingestor(ServiceGraph(window_seconds=case.WINDOW_S, retention_seconds=3600))
-    yield ingestor
-    ingestor.close()
+def writer() -> Iterator[GraphWriter]:
+    writer = GraphWriter(ServiceGraph(window_seconds=case.WINDOW_S, retention_seconds=3600))
+    yield writer
+    writer.close()
 
 
-def pull_for(url: str, ingestor: Ingestor) -> PrometheusPull:
+def pull_for(url: str, writer: GraphWriter) -> PrometheusPull:
     return PrometheusPull(
-        url, ingestor=ingestor, table=MetricTable.default(), window_seconds=case.WINDOW_S, timeout_s=5.0
+        url, writer=writer, table=MetricTable.default(), window_seconds=case.WINDOW_S, timeout_s=5.0
     )
 
 
@@ -63,13 +63,13 @@ def gpu_means(graph: ServiceGraph, node: str, start_ns: int, end_ns: int) -> flo
     return float(sums[row, SignalSum.SUM] / sums[row, SignalSum.COUNT])
 
 
-def test_a_pull_adds_the_metrics_and_the_service_graph(prometheus: RunningPrometheus, ingestor: Ingestor) -> None:
-    pull = pull_for(prometheus.url, ingestor)
+def test_a_pull_adds_the_metrics_and_the_service_graph(prometheus: RunningPrometheus, writer: GraphWriter) -> None:
+    pull = pull_for(prometheus.url, writer)
     status = pull.pull(*PULL)
     pull.close()
     assert (status.name, status.ok) == ("prometheus", True), status.detail
     assert status.detail.startswith("90 new windows")
-    graph = ingestor.graph
+    graph = writer.graph
     gpu = f"gpu:{case.HOST}/1"
     assert graph.names.nodes[graph.names.owners[graph.names.node_ids[gpu]]] == "vllm-engine"
     before = (case.ONSET_NS - 300 * S, case.ONSET_NS)
@@ -95,12 +95,12 @@ def test_a_pull_adds_the_metrics_and_the_service_graph(prometheus: RunningPromet
     assert steady.nodes["payment"]["operations"][""]["self_time_mean_s"] == pytest.approx(case.OWN_S["payment"])
 
 
-def test_b_a_second_pull_of_the_same_window_adds_nothing(prometheus: RunningPrometheus, ingestor: Ingestor) -> None:
-    pull = pull_for(prometheus.url, ingestor)
+def test_b_a_second_pull_of_the_same_window_adds_nothing(prometheus: RunningPrometheus, writer: GraphWriter) -> None:
+    pull = pull_for(prometheus.url, writer)
     assert pull.pull(*PULL).ok
 
     def snapshot() -> tuple[Any, ...]:
-        graph = ingestor.graph
+        graph = writer.graph
         view = graph_between(graph, Window(*PULL))
         calls = sorted((a, b, d["calls"], d["errors"]) for a, b, d in view.edges(data=True))
         _, metric_sums, _ = graph.aggregate(*PULL).metrics.view()
@@ -112,9 +112,9 @@ def test_b_a_second_pull_of_the_same_window_adds_nothing(prometheus: RunningProm
     pull.close()
     assert (again.ok, again.detail) == (True, "0 new windows: 0 metric points, 0 call rows")
     assert later.ok and later.detail.startswith("6 new windows")
-    view = graph_between(ingestor.graph, Window(*PULL))
+    view = graph_between(writer.graph, Window(*PULL))
     assert sorted((a, b, d["calls"], d["errors"]) for a, b, d in view.edges(data=True)) == list(first[0])
-    _, metric_sums, _ = ingestor.graph.aggregate(*PULL).metrics.view()
+    _, metric_sums, _ = writer.graph.aggregate(*PULL).metrics.view()
     assert float(metric_sums[:, SignalSum.COUNT].sum()) == first[1]
 
 
@@ -150,22 +150,22 @@ def api(tmp_path: Path) -> Iterator[Any]:
     opened: list[Any] = []
 
     def make(url: str) -> TestClient:
-        ingestor = Ingestor(ServiceGraph(window_seconds=case.WINDOW_S))
-        store = IncidentStore.open(f"sqlite:///{tmp_path}/rca-{len(opened)}.db")
-        pull = pull_for(url, ingestor)
+        writer = GraphWriter(ServiceGraph(window_seconds=case.WINDOW_S))
+        store = SqlIncidentStore.open(f"sqlite:///{tmp_path}/rca-{len(opened)}.db")
+        pull = pull_for(url, writer)
         service = IncidentService(
-            store=store, ranker=BayesianRanker(), graphs=ingestor, pulls=[pull], clock=lambda: NOW_NS
+            store=store, ranker=BayesianRanker(), graphs=writer, pulls=[pull], clock=lambda: NOW_NS
         )
-        client = TestClient(create_app(ingestor, service))
-        opened.append((client, pull, store, ingestor))
+        client = TestClient(create_app(writer, service))
+        opened.append((client, pull, store, writer))
         return client
 
     yield make
-    for client, pull, store, ingestor in opened:
+    for client, pull, store, writer in opened:
         client.close()
         pull.close()
         store.close()
-        ingestor.close()
+        writer.close()
 
 
 def _rank(client: TestClient) -> dict[str, Any]:
@@ -200,15 +200,15 @@ def test_d_with_prometheus_gone_the_ranking_still_answers(api: Any) -> None:
 
 
 def test_e_errors_are_reported_and_logged_once_per_kind(
-    prometheus: RunningPrometheus, ingestor: Ingestor, caplog: pytest.LogCaptureFixture
+    prometheus: RunningPrometheus, writer: GraphWriter, caplog: pytest.LogCaptureFixture
 ) -> None:
-    wrong_path = pull_for(f"{prometheus.url}/no-such-prefix", ingestor)
+    wrong_path = pull_for(f"{prometheus.url}/no-such-prefix", writer)
     with socket.socket() as silent:  # accepts connections (the kernel does) and never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         stuck = PrometheusPull(
             f"http://127.0.0.1:{silent.getsockname()[1]}",
-            ingestor=ingestor,
+            writer=writer,
             table=MetricTable.default(),
             window_seconds=case.WINDOW_S,
             timeout_s=0.5,
@@ -221,7 +221,7 @@ def test_e_errors_are_reported_and_logged_once_per_kind(
     assert "answered 404" in statuses[0].detail
     assert "within 0.5s" in statuses[2].detail
     assert len(caplog.records) == 2  # once per kind of failure
-    assert ingestor.graph.windows == {}  # nothing half-added
-    fresh = pull_for(prometheus.url, ingestor)
+    assert writer.graph.windows == {}  # nothing half-added
+    fresh = pull_for(prometheus.url, writer)
     assert fresh.pull(*PULL).detail.startswith("90 new windows")  # the failed ones covered nothing
     fresh.close()

@@ -17,9 +17,9 @@ from starlette.testclient import TestClient
 
 from ingest.grpc_receiver import ExportHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
-from rca.graph import ServiceGraph
-from rca.ingestion import Ingestor
-from rca.receiving import SpanSink
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.sink import SpanSink
+from rca.graph.writer import GraphWriter
 from tests.conftest import Server, start_server, stop_server
 from tests.logfactory import logs_request, record
 from tests.spanfactory import T0, sid, tid
@@ -148,7 +148,7 @@ def test_gzip_bodies_are_accepted(server: Server) -> None:
 
 
 def test_the_token_guards_log_exports_on_both_receivers() -> None:
-    sink = SpanSink(Ingestor(ServiceGraph()))
+    sink = SpanSink(GraphWriter(ServiceGraph()))
     server, port = start_grpc_server(ExportHandler(sink, api_token=TOKEN), "127.0.0.1:0", max_message_bytes=1 << 20)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -164,8 +164,8 @@ def test_the_token_guards_log_exports_on_both_receivers() -> None:
     authorized = {**PROTOBUF, "authorization": f"Bearer {TOKEN}"}
     assert client.post("/v1/logs", content=_good(), headers=authorized).status_code == 200
     assert sink.requests_refused["unauthenticated"] == 2
-    assert sink.ingestor.read(lambda g: g.counts().log_records) == 4
-    sink.ingestor.close()
+    assert sink.writer.read(lambda g: g.counts().log_records) == 4
+    sink.writer.close()
 
 
 def test_overload_is_503_with_retry_after_and_unavailable_with_retry_info(

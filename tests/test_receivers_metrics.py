@@ -15,9 +15,9 @@ from starlette.testclient import TestClient
 
 from ingest.grpc_receiver import ExportHandler, start_grpc_server
 from ingest.http_receiver import otlp_http_app
-from rca.graph import ServiceGraph
-from rca.ingestion import Ingestor
-from rca.receiving import SpanSink
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.sink import SpanSink
+from rca.graph.writer import GraphWriter
 from tests.metricrequests import CUMULATIVE, T0, metric, number, otlp_json, request
 from tests.test_overload import _BlockedGraph, stalled  # noqa: F401  (the fixture)
 
@@ -51,18 +51,18 @@ def _partial() -> bytes:
 
 @pytest.fixture
 def receivers() -> Iterator[tuple[SpanSink, TestClient, grpc.Channel]]:
-    sink = SpanSink(Ingestor(ServiceGraph()))
+    sink = SpanSink(GraphWriter(ServiceGraph()))
     server, port = start_grpc_server(ExportHandler(sink, api_token=None), "127.0.0.1:0", max_message_bytes=LIMIT)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             yield sink, TestClient(otlp_http_app(sink, max_message_bytes=LIMIT, api_token=None)), channel
     finally:
         server.stop(0)
-        sink.ingestor.close()
+        sink.writer.close()
 
 
 def _points_in_graph(sink: SpanSink) -> int:
-    return sink.ingestor.read(lambda g: g.counts().metric_points)
+    return sink.writer.read(lambda g: g.counts().metric_points)
 
 
 def test_malformed_requests_are_invalid_argument_and_400(receivers: tuple[SpanSink, TestClient, grpc.Channel]) -> None:

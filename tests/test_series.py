@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rca.graph import ServiceGraph
-from rca.ingestion import concat
-from rca.series import SeriesCache, WindowSeries, window_series
-from rca.simulation import simulate
+from rca.graph.series import SeriesCache, WindowSeries, window_series
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.writer import concat
+from simulation import simulate
 from tests.spanfactory import T0, batch
 
 

@@ -27,10 +27,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
-from rca.accumulators import LogSum
-from rca.compose import Service
-from rca.config import HostPort, Settings
-from rca.graph import ServiceGraph
+from rca.app.compose import Service
+from rca.app.config import HostPort, Settings
+from rca.graph.accumulators import LogSum
+from rca.graph.service_graph import ServiceGraph
 
 CHECKOUT = Resource.create({"service.name": "checkout"})
 # What the Collector's k8sattributes processor gives a pod's file logs: no service.name at all
@@ -124,8 +124,8 @@ def _per_operation(graph: ServiceGraph) -> dict[tuple[str, str], float]:
 @pytest.mark.parametrize("protocol", ["grpc", "http"], ids=["otlp-grpc", "otlp-http"])
 def test_sdk_log_records_land_on_their_nodes_and_are_counted(live: Live, protocol: str) -> None:
     _emit(live, protocol)  # the providers are shut down: every record was acknowledged, so is in the graph
-    assert live.service.ingestor.read(_per_node) == {"checkout": (3.0, 1.0), "payment": (3.0, 1.0)}
-    assert live.service.ingestor.read(_per_operation) == {("checkout", "PlaceOrder"): 2.0}
+    assert live.service.writer.read(_per_node) == {"checkout": (3.0, 1.0), "payment": (3.0, 1.0)}
+    assert live.service.writer.read(_per_operation) == {("checkout", "PlaceOrder"): 2.0}
     samples = _samples(live)
     assert samples["rca_log_records_received_total"] == 6
     assert samples["rca_graph_log_records_total"] == 6

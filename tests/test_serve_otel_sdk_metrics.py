@@ -15,7 +15,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMe
 from opentelemetry.sdk.resources import Resource
 from prometheus_client.parser import text_string_to_metric_families
 
-from rca.graph import ServiceGraph
+from rca.graph.service_graph import ServiceGraph
 from tests.test_serve_otel_sdk_logs import Live, live  # noqa: F401  (the fixture)
 
 DCGM = Resource({"service.name": "dcgm-exporter"})
@@ -83,12 +83,12 @@ def _samples(of: Live) -> dict[str, float]:
 @pytest.mark.parametrize("protocol", ["grpc", "http"], ids=["otlp-grpc", "otlp-http"])
 def test_sdk_data_points_land_on_their_nodes_and_are_counted(live: Live, protocol: str) -> None:  # noqa: F811
     _emit(live, protocol)  # every export was acknowledged: its points are in the graph
-    means = live.service.ingestor.read(_measure_means)
+    means = live.service.writer.read(_measure_means)
     # The SDK lower-cases instrument names; the table matches them whatever their case.
     assert means[("gpu:node-a/0", "dcgm_fi_prof_dram_active")] == pytest.approx(0.5)
     assert means[("gpu:node-a/1", "dcgm_fi_prof_dram_active")] == pytest.approx(0.7)
-    owners = live.service.ingestor.read(lambda g: dict(zip(g.names.nodes, g.names.owners, strict=True)))
-    names = live.service.ingestor.read(lambda g: list(g.names.nodes))
+    owners = live.service.writer.read(lambda g: dict(zip(g.names.nodes, g.names.owners, strict=True)))
+    names = live.service.writer.read(lambda g: list(g.names.nodes))
     assert names[owners["gpu:node-a/0"]] == names[owners["gpu:node-a/1"]] == "vllm-engine"
     # The counter's rate needs two points of the series: the SDK's exports are cumulative.
     assert means[("cart", "container_cpu_usage_seconds_total")] > 0

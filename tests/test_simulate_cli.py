@@ -12,10 +12,10 @@ import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from ingest.files import decode_file
-from rca.alerts import parse_rfc3339_ns
-from rca.cli import main
-from rca.simulation import simulate
-from rca.spans import SpanBatch
+from rca.app.cli import main
+from rca.telemetry.alerts import parse_rfc3339_ns
+from rca.telemetry.spans import SpanBatch
+from simulation import simulate
 from tests.conftest import DATASETS
 
 SCENARIO, SEED, RATE = "llm-kv_cache_fragmentation", 3, 0.4

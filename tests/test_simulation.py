@@ -10,11 +10,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from rca.graph import ServiceGraph
-from rca.graphview import Window, graph_between
-from rca.simulation import SCENARIOS, SimulatedCase, simulate
-from rca.simulation.scenarios import compiled
-from rca.spans import SpanBatch
+from rca.graph.service_graph import ServiceGraph
+from rca.graph.view import Window, graph_between
+from rca.telemetry.spans import SpanBatch
+from simulation import SCENARIOS, SimulatedCase, simulate
+from simulation.scenarios import compiled
 
 SECOND = 1_000_000_000
 KIB = 1024

@@ -11,14 +11,14 @@ from functools import cache
 import numpy as np
 import pytest
 
-from rca.accumulators import LogSum
-from rca.graph import ServiceGraph
-from rca.logs import SEVERITY_ERROR, SEVERITY_WARN, LogBatch, concat_logs
-from rca.logtemplates import mask_bodies
-from rca.series import window_series
-from rca.simulation import SCENARIOS, SimulatedCase, simulate
-from rca.simulation.scenarios import compiled
-from rca.spans import KIND_SERVER, SpanBatch
+from rca.graph.accumulators import LogSum
+from rca.graph.logtemplates import mask_bodies
+from rca.graph.series import window_series
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.logs import SEVERITY_ERROR, SEVERITY_WARN, LogBatch, concat_logs
+from rca.telemetry.spans import KIND_SERVER, SpanBatch
+from simulation import SCENARIOS, SimulatedCase, simulate
+from simulation.scenarios import compiled
 from tests.test_simulation import spans
 
 

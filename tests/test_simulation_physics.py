@@ -10,8 +10,8 @@ from functools import cache
 import numpy as np
 import pytest
 
-from rca.simulation import SimulatedCase, simulate
-from rca.spans import Signal, SpanBatch
+from rca.telemetry.spans import Signal, SpanBatch
+from simulation import SimulatedCase, simulate
 
 SECOND = 1_000_000_000
 

@@ -13,19 +13,19 @@ import pytest
 
 from benchmarks.cases import HELD_OUT_SEEDS, REAL_SCENARIOS, suite_cases
 from models.training import training_case
-from rca.alerts import strip_pod_suffix
-from rca.cli import main
-from rca.graph import ServiceGraph
-from rca.metric_measures import MetricMeasures
-from rca.metric_table import MetricTable
-from rca.metrics import MetricBatch, Placement, concat_metrics, place
-from rca.ranking import Fault
-from rca.simulation import Root, SimulatedCase, simulate
-from rca.simulation.exporters import Deployment
-from rca.simulation.real_spans import VLLM_SIGNALS
-from rca.simulation.scenarios import compiled
-from rca.simulation.topologies import LlmLayout
-from rca.spans import KIND_SERVER
+from rca.app.cli import main
+from rca.graph.metric_measures import MetricMeasures
+from rca.graph.service_graph import ServiceGraph
+from rca.telemetry.alerts import strip_pod_suffix
+from rca.telemetry.faults import Fault
+from rca.telemetry.metric_table import MetricTable
+from rca.telemetry.metrics import MetricBatch, Placement, concat_metrics, place
+from rca.telemetry.spans import KIND_SERVER
+from simulation import Root, SimulatedCase, simulate
+from simulation.exporters import Deployment
+from simulation.real_spans import VLLM_SIGNALS
+from simulation.scenarios import compiled
+from simulation.topologies import LlmLayout
 
 SECOND = 1_000_000_000
 VLLM_ATTRIBUTES = {

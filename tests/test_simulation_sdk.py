@@ -7,7 +7,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.sdk_replay import replay_logs_with_sdk, replay_with_sdk
-from rca.simulation import simulate
+from simulation import simulate
 from tests.conftest import Server
 
 

@@ -14,21 +14,22 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from benchmarks.nezha import shift_batch
 from models.enumeration import log_evidence, single_root_model, two_root_marginals, two_root_model
 from models.health import HealthParams, load_params
 from models.multiroot import EXTRA_ROOT_PRIOR, compare_roots
 from models.posterior import log_posterior, observed
 from models.ranker import BayesianRanker
 from models.structure import causal_structure
-from rca.alerts import format_rfc3339, parse_rfc3339_ns
-from rca.datasets.nezha import shift_batch
-from rca.evidence import N_FAULTS, F
-from rca.graph import ServiceGraph
-from rca.ranking import Fault, Ranking
-from rca.simulation import simulate
-from rca.simulation.case import SimulatedCase
-from rca.spans import SpanBatch
-from rca.store_codec import ranking_from_bytes, ranking_to_bytes
+from rca.evidence.nodes import N_FAULTS, F
+from rca.graph.service_graph import ServiceGraph
+from rca.ranking.causes import Ranking
+from rca.telemetry.alerts import format_rfc3339, parse_rfc3339_ns
+from rca.telemetry.faults import Fault
+from rca.telemetry.spans import SpanBatch
+from simulation import simulate
+from simulation.case import SimulatedCase
+from storage.ranking_codec import ranking_from_bytes, ranking_to_bytes
 from tests.apiapp import api_app
 
 LOOKBACK_NS = 300 * 1_000_000_000
@@ -240,9 +241,9 @@ def test_the_api_serves_several_roots_in_the_contract_shape(tmp_path: Path) -> N
     case = overlaid(simulated)
     cut = case.alert_ns + PAST_ALERT_NS
     body = {"version": "4", "status": "firing", "receiver": "rca", "alerts": list(case.alerts)}
-    with api_app(tmp_path / "rca.db") as (app, ingestor):
+    with api_app(tmp_path / "rca.db") as (app, writer):
         for b in case.batches:
-            ingestor.submit(b.select(b.start_ns < cut))
+            writer.submit(b.select(b.start_ns < cut))
         client = TestClient(app)
         answer = client.post("/webhooks/alertmanager", json=body)
         assert answer.status_code == 200, answer.text

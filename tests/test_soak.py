@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.soak import LogTraffic, Traffic, run
+from benchmarks.soak import EndlessTraffic, LogTraffic, run
 
 
 def test_short_soak_loses_nothing_and_memory_levels_off(tmp_path: Path) -> None:
@@ -26,7 +26,7 @@ def test_short_soak_loses_nothing_and_memory_levels_off(tmp_path: Path) -> None:
 def test_traffic_patches_times_and_ids_of_every_span() -> None:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    traffic = Traffic(3000)
+    traffic = EndlessTraffic(3000)
     template = traffic.templates[3]
     prefix = (77).to_bytes(4, "big")
     before = ExportTraceServiceRequest.FromString(template.body.tobytes())

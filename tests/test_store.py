@@ -19,10 +19,11 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.exc import IntegrityError
 
-from rca.alerts import AlertStatus
-from rca.incidents import IncidentStatus, StoredRanking
-from rca.ranking import Cause, Evidence, Fault, Ranking
-from rca.store import IncidentStore, Placement, metadata
+from rca.incidents.model import AlertPlacement, IncidentStatus, StoredRanking
+from rca.ranking.causes import Cause, Evidence, Ranking
+from rca.telemetry.alerts import AlertStatus
+from rca.telemetry.faults import Fault
+from storage.sql import SqlIncidentStore, metadata
 from tests.spanfactory import T0
 from tests.test_incidents_service import S, alert
 
@@ -104,8 +105,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def test_parent_directory_is_created_and_sqlite_runs_in_wal(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "er" / "rca.db"
-    store = IncidentStore.open(f"sqlite:///{path}")
-    store.record([Placement(alert("checkout", 0), "inc-1")], [], T0)
+    store = SqlIncidentStore.open(f"sqlite:///{path}")
+    store.record([AlertPlacement(alert("checkout", 0), "inc-1")], [], T0)
     store.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
@@ -113,13 +114,13 @@ def test_parent_directory_is_created_and_sqlite_runs_in_wal(tmp_path: Path) -> N
 
 
 def test_round_trip_survives_reopening(url: str) -> None:
-    store = IncidentStore.open(url)
+    store = SqlIncidentStore.open(url)
     a, b = alert("checkout", 0), alert("gateway", 30, name="HighErrorRate")
-    assert store.record([Placement(a, "inc-1"), Placement(b, "inc-1")], [], T0) == ["inc-1"]
+    assert store.record([AlertPlacement(a, "inc-1"), AlertPlacement(b, "inc-1")], [], T0) == ["inc-1"]
     store.save_ranking("inc-1", StoredRanking(RANKING, ("checkout", "gateway")), T0)
     store.close()
 
-    again = IncidentStore.open(url)
+    again = SqlIncidentStore.open(url)
     incident = again.incident("inc-1")
     assert incident is not None
     assert (incident.status, incident.started_at_ns, incident.alerts) == (IncidentStatus.OPEN, a.starts_at_ns, 2)
@@ -129,23 +130,23 @@ def test_round_trip_survives_reopening(url: str) -> None:
     assert stored.alert_nodes == ("checkout", "gateway")
     assert stored.ranking.causes[0] == RANKING.causes[0] and stored.ranking.onset_ns == RANKING.onset_ns
     assert math.isnan(stored.ranking.causes[1].evidence[0].observed)
-    assert again.placed([a.key, ("nope", 1)]) == {a.key: Placement(a, "inc-1")}
+    assert again.placed([a.key, ("nope", 1)]) == {a.key: AlertPlacement(a, "inc-1")}
     again.close()
 
 
 def test_the_same_alert_cannot_be_stored_twice(url: str) -> None:
-    store = IncidentStore.open(url)
-    store.record([Placement(alert("checkout", 0), "inc-1")], [], T0)
+    store = SqlIncidentStore.open(url)
+    store.record([AlertPlacement(alert("checkout", 0), "inc-1")], [], T0)
     with pytest.raises(IntegrityError):
-        store.record([Placement(alert("checkout", 0), "inc-2")], [], T0)
+        store.record([AlertPlacement(alert("checkout", 0), "inc-2")], [], T0)
     assert store.incident("inc-2") is None  # the failed transaction left nothing behind
     store.close()
 
 
 def test_resolution_and_listing(url: str) -> None:
-    store = IncidentStore.open(url)
+    store = SqlIncidentStore.open(url)
     a, b = alert("checkout", 0), alert("search", 600)
-    store.record([Placement(a, "inc-a"), Placement(b, "inc-b")], [], T0)
+    store.record([AlertPlacement(a, "inc-a"), AlertPlacement(b, "inc-b")], [], T0)
     assert [i.id for i in store.incidents()] == ["inc-b", "inc-a"]  # newest first
     assert [x.id for _, x in store.open_alerts(T0 - S, T0 + S)] == ["inc-a"]
     touched = store.record([], [replace(a, status=AlertStatus.RESOLVED, ends_at_ns=T0 + 99 * S)], T0)

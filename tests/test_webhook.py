@@ -12,10 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from rca.incident_service import IncidentService
-from rca.ingestion import Ingestor
-from rca.ranking import Ranker
-from rca.store import IncidentStore
+from rca.graph.writer import GraphWriter
+from rca.incidents.service import IncidentService
+from rca.ranking.causes import Ranker
+from storage.sql import SqlIncidentStore
 from tests.spanfactory import T0
 from tests.test_incidents_service import FailingRanker, FixedRanker, shop_graph
 
@@ -23,13 +23,13 @@ CAPTURE_STARTS_NS = 1_796_197_504_000_000_000  # the captures' startsAt; the gra
 
 
 def client_for(tmp_path: Path, ranker: Ranker) -> Iterator[TestClient]:
-    ingestor = Ingestor(shop_graph(offset_ms=(CAPTURE_STARTS_NS - T0) // 1_000_000 - 60_000))
-    store = IncidentStore.open(f"sqlite:///{tmp_path}/rca.db")
-    service = IncidentService(store=store, ranker=ranker, graphs=ingestor)
-    with TestClient(create_app(ingestor, service)) as client:
+    writer = GraphWriter(shop_graph(offset_ms=(CAPTURE_STARTS_NS - T0) // 1_000_000 - 60_000))
+    store = SqlIncidentStore.open(f"sqlite:///{tmp_path}/rca.db")
+    service = IncidentService(store=store, ranker=ranker, graphs=writer)
+    with TestClient(create_app(writer, service)) as client:
         yield client
     store.close()
-    ingestor.close()
+    writer.close()
 
 
 @pytest.fixture

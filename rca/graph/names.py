@@ -1,0 +1,119 @@
+"""Node, operation and node-operation identities: the graph's names for what spans, log records
+and data points point at, shared by all its windows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from rca.graph.intindex import IntIndex
+from rca.graph.keys import high, low, pair_key
+from rca.telemetry.conventions import NCCL_PREFIX
+from rca.telemetry.metrics import PLACED_GPU, PLACED_SERVICE, MetricBatch
+from rca.telemetry.spans import SpanBatch
+
+NO_OP = ""  # the operation of a node seen only as a callee, or counted without spans
+
+
+class NodeKind(StrEnum):
+    SERVICE = "service"
+    VIRTUAL = "virtual"
+    RESOURCE = "resource"
+
+
+class Names:
+    """Node, operation and node-operation identities, shared by all windows."""
+
+    def __init__(self) -> None:
+        self.node_ids: dict[str, int] = {}
+        self.nodes: list[str] = []
+        self.kinds: list[NodeKind] = []
+        self.owners: list[int] = []  # node id of the service that owns each node
+        self.op_ids: dict[str, int] = {}
+        self.ops: list[str] = []
+        self.nccl_ops: list[int] = []  # operations named `nccl:{op}` (docs/interface.md)
+        self._nodeops = IntIndex()
+
+    def node(self, name: str, kind: NodeKind, owner: str | None = None) -> int:
+        index = self.node_ids.get(name)
+        if index is None:
+            index = self.node_ids[name] = len(self.nodes)
+            self.nodes.append(name)
+            self.kinds.append(kind)
+            self.owners.append(index if owner is None else self.node(owner, NodeKind.SERVICE))
+        elif kind is NodeKind.SERVICE and self.kinds[index] is not NodeKind.SERVICE:
+            self.kinds[index] = NodeKind.SERVICE  # a callee we only knew by name now reports spans
+            self.owners[index] = index
+        return index
+
+    def op(self, name: str) -> int:
+        index = self.op_ids.get(name)
+        if index is None:
+            index = self.op_ids[name] = len(self.ops)
+            self.ops.append(name)
+            if name.startswith(NCCL_PREFIX):
+                self.nccl_ops.append(index)
+        return index
+
+    def nodeops(self, nodes: npt.NDArray[np.int64], ops: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return self._nodeops.ids(pair_key(nodes, ops))
+
+    @property
+    def nodeop_node(self) -> npt.NDArray[np.int64]:
+        """The node of each node-operation id."""
+        return high(self._nodeops.keys)
+
+    @property
+    def nodeop_op(self) -> npt.NDArray[np.int64]:
+        """The operation of each node-operation id."""
+        return low(self._nodeops.keys)
+
+
+def map_strings(
+    column: npt.NDArray[np.int32], strings: tuple[str, ...], intern: Callable[[str], int]
+) -> npt.NDArray[np.int64]:
+    """Graph-wide ids for a column of batch string indices (-1 stays -1), interning each
+    string the column uses once."""
+    table = np.full(len(strings) + 1, -1, np.int64)  # the last entry answers index -1
+    used = np.bincount(column + 1, minlength=len(strings) + 1)[1:]
+    for s in np.flatnonzero(used).tolist():
+        table[s] = intern(strings[s])
+    mapped: npt.NDArray[np.int64] = table[column]
+    return mapped
+
+
+def span_nodes(names: Names, batch: SpanBatch) -> tuple[npt.NDArray[np.int64], ...]:
+    """Each span's node, peer (virtual) node and resource (GPU) node, -1 where none."""
+    strings = batch.strings
+    nodes = map_strings(batch.service, strings, lambda name: names.node(name, NodeKind.SERVICE))
+    peers = map_strings(batch.peer, strings, lambda name: names.node(name, NodeKind.VIRTUAL))
+    resources = np.full(len(batch), -1, np.int64)
+    if (batch.resource >= 0).any():
+        pairs = {(int(r), int(s)) for r, s in zip(batch.resource, batch.service, strict=True) if r >= 0}
+        lookup = {r: names.node(strings[r], NodeKind.RESOURCE, strings[s]) for r, s in pairs}
+        resources = np.asarray([lookup.get(int(r), -1) for r in batch.resource], np.int64)
+    return nodes, peers, resources
+
+
+def metric_nodes(names: Names, batch: MetricBatch, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The graph node of each of `rows`: services by name, GPUs and hosts as resource nodes
+    (a GPU owned by the pod its exporter names, else by whoever its spans named)."""
+    strings = batch.strings
+    columns = np.stack([batch.node[rows], batch.owner[rows], batch.placement[rows]], axis=1).astype(np.int64)
+    distinct, inverse = np.unique(columns, axis=0, return_inverse=True)
+    ids = np.empty(distinct.shape[0], np.int64)
+    for k, (node, owner, placement) in enumerate(distinct.tolist()):
+        name = strings[node]
+        known = names.node_ids.get(name)  # a node known from spans keeps its kind and owner
+        if known is not None:
+            ids[k] = known
+        elif placement == PLACED_SERVICE:
+            ids[k] = names.node(name, NodeKind.SERVICE)
+        else:
+            named = strings[owner] if placement == PLACED_GPU and owner >= 0 else None
+            ids[k] = names.node(name, NodeKind.RESOURCE, named)
+    result: npt.NDArray[np.int64] = ids[inverse.reshape(-1)]
+    return result

@@ -1,0 +1,172 @@
+"""The graph's windows over an interval as dense per-window matrices, for change detection.
+
+`window_series` stacks the keyed tables of consecutive event-time windows into arrays of shape
+(rows, windows, columns): one row per node-operation, per caller → callee operation edge, per
+node signal, per node (or node-operation) log template and per node metric measure, so every later statistic is a
+vectorised reduction over the window axis. History before the window of interest is merged into
+one leading column: it is only ever baseline, and the cost of every statistic grows with the
+number of columns.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from rca.graph.accumulators import EdgeSum, KeyedTable, LogSum, OpSum, SignalSum
+from rca.graph.service_graph import ServiceGraph
+
+Float3 = npt.NDArray[np.float64]
+Float2 = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A keyed table over windows: `sums[row, window, column]`; keys sorted ascending."""
+
+    keys: npt.NDArray[np.int64]
+    sums: Float3
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSeries:
+    """Node-operation, edge and signal tables: an optional merged history column, then one column
+    per window from `first`."""
+
+    first: int
+    window_ns: int
+    history: bool  # whether column 0 is the merged history before `first`
+    ops: Table  # key: node-operation id; columns OpSum
+    edges: Table  # key: caller node-op << 32 | callee node-op; columns EdgeSum
+    signals: Table  # key: node << 8 | Signal; columns SignalSum
+    logs: Table  # key: node << 32 | template; columns LogSum
+    log_ops: Table  # key: node-operation << 32 | template; columns LogSum
+    metrics: Table  # key: node << 16 | measure; columns SignalSum
+
+    @property
+    def windows(self) -> int:
+        return int(self.ops.sums.shape[1])
+
+    def start_ns(self, column: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Event time at which each of the given columns starts."""
+        return (self.first + column - int(self.history)) * self.window_ns
+
+
+def _summed(parts: list[tuple[npt.NDArray[np.int64], Float2]], columns: int) -> tuple[npt.NDArray[np.int64], Float2]:
+    """Rows of several tables summed by key: (sorted distinct keys, sums)."""
+    if len(parts) == 1:
+        return parts[0]
+    keys: npt.NDArray[np.int64]
+    keys, row = np.unique(np.concatenate([k for k, _ in parts]), return_inverse=True)
+    values = np.concatenate([v for _, v in parts])
+    sums = np.stack([np.bincount(row, values[:, c], keys.shape[0]) for c in range(columns)], axis=1)
+    return keys, sums.astype(np.float64, copy=False)
+
+
+Identity = tuple[tuple[tuple[int, int], ...], ...]  # per column, (serial, version) of each table
+
+
+@dataclass(frozen=True, slots=True)
+class _Stacked:
+    table: Table
+    identity: Identity
+    present: npt.NDArray[np.bool_]  # [row, column]: the row's key is in that column's tables
+
+
+class SeriesCache:
+    """What the last `window_series` given it stacked. The next call copies every column whose
+    tables are unchanged (the same tables at the same versions) and builds only the others: an
+    incident ranked again reuses its closed windows and rebuilds the newest."""
+
+    def __init__(self) -> None:
+        self.stacked: dict[str, _Stacked] = {}
+        self.lock = threading.Lock()  # one call at a time uses and replaces what is kept
+
+
+def _empty(columns: int) -> tuple[npt.NDArray[np.int64], Float2]:
+    return np.zeros(0, np.int64), np.zeros((0, columns))
+
+
+def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | None) -> _Stacked:
+    """One column per list of tables (summed), keyed by the union of their keys; each column
+    built in one scatter (after its tables are summed, each key occurs once), or copied from
+    `previous` when its tables are unchanged."""
+    identity = tuple(tuple((t.serial, t.version) for t in column) for column in tables)
+    if previous is not None and identity == previous.identity:
+        return previous
+    had = {ident: j for j, ident in enumerate(previous.identity)} if previous else {}
+    reused = [(j, had[ident]) for j, ident in enumerate(identity) if ident in had]
+    fresh = [j for j, ident in enumerate(identity) if ident not in had]
+    built = []
+    for j in fresh:
+        parts = [(k, v) for k, v, _ in (t.view() for t in tables[j]) if k.shape[0]]
+        built.append(_summed(parts, columns) if parts else _empty(columns))
+    fresh_keys = np.concatenate([k for k, _ in built]) if built else np.zeros(0, np.int64)
+    width = len(tables)
+    if previous is None or not reused:
+        keys = np.unique(fresh_keys)
+    else:
+        new_cols, old_cols = (np.asarray(c, np.intp) for c in zip(*reused, strict=True))
+        old_rows = np.flatnonzero(previous.present[:, old_cols].any(axis=1))
+        keys = np.union1d(previous.table.keys[old_rows], fresh_keys)
+    sums = np.zeros((keys.shape[0], width, columns))
+    present = np.zeros((keys.shape[0], width), np.bool_)
+    if previous is not None and reused:
+        same_rows = old_rows.shape[0] == keys.shape[0] == previous.table.keys.shape[0]
+        if same_rows and np.array_equal(new_cols, old_cols):  # columns in place: copy a block
+            common = min(width, previous.present.shape[1])
+            sums[:, :common], present[:, :common] = previous.table.sums[:, :common], previous.present[:, :common]
+            sums[:, fresh], present[:, fresh] = 0.0, False
+        else:
+            new_rows = np.searchsorted(keys, previous.table.keys[old_rows])[:, None]
+            sums[new_rows, new_cols] = previous.table.sums[old_rows[:, None], old_cols]
+            present[new_rows, new_cols] = previous.present[old_rows[:, None], old_cols]
+    if fresh_keys.shape[0]:
+        row = np.searchsorted(keys, fresh_keys)
+        col = np.repeat(np.asarray(fresh, np.intp), [k.shape[0] for k, _ in built])
+        sums[row, col] = np.concatenate([v for _, v in built])
+        present[row, col] = True
+    sums.flags.writeable = False  # shared with the next call through the cache
+    return _Stacked(Table(keys, sums), identity, present)
+
+
+def window_series(
+    graph: ServiceGraph, history_ns: int, start_ns: int, end_ns: int, cache: SeriesCache | None = None
+) -> WindowSeries:
+    """The windows overlapping [start_ns, end_ns), one column each, after one column merging the
+    windows of [history_ns, start_ns) if there are any (parents resolved first). With `cache`,
+    the columns unchanged since its last call are copied rather than built."""
+    graph.resolve()
+    first, last = start_ns // graph.window_ns, max(start_ns, end_ns - 1) // graph.window_ns
+    if graph.windows:  # nothing older than retention exists: a long-open incident costs no more
+        first = min(max(first, min(graph.windows)), last)
+    past = [a for w, a in graph.windows.items() if history_ns // graph.window_ns <= w < first]
+    columns = ([past] if past else []) + [[a] if (a := graph.windows.get(w)) else [] for w in range(first, last + 1)]
+    kinds = {
+        "ops": ([[a.ops for a in c] for c in columns], len(OpSum)),
+        "edges": ([[a.edges for a in c] for c in columns], len(EdgeSum)),
+        "signals": ([[a.signals for a in c] for c in columns], len(SignalSum)),
+        "logs": ([[a.logs for a in c] for c in columns], len(LogSum)),
+        "log_ops": ([[a.log_ops for a in c] for c in columns], len(LogSum)),
+        "metrics": ([[a.metrics for a in c] for c in columns], len(SignalSum)),
+    }
+    if cache is None:
+        stacked = {k: _stack(tables, n, None) for k, (tables, n) in kinds.items()}
+    else:
+        with cache.lock:
+            stacked = {k: _stack(tables, n, cache.stacked.get(k)) for k, (tables, n) in kinds.items()}
+            cache.stacked = stacked
+    return WindowSeries(
+        first=first,
+        window_ns=graph.window_ns,
+        history=bool(past),
+        ops=stacked["ops"].table,
+        edges=stacked["edges"].table,
+        signals=stacked["signals"].table,
+        logs=stacked["logs"].table,
+        log_ops=stacked["log_ops"].table,
+        metrics=stacked["metrics"].table,
+    )

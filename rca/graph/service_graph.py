@@ -1,0 +1,391 @@
+"""The service-causality graph: spans in, event-time windowed statistics per node and edge.
+
+Nodes are services, virtual callees named by peer attributes, and GPU resource nodes. Every
+span counts in its own node and operation; a child whose parent lies in another node adds a
+caller → callee edge. Children may arrive before their parents: they wait in `pending` until
+the parent shows up (resolution runs before every read, so acknowledged spans are visible).
+Log records count per node and template at once, and per node-operation once the span they
+name is known: they wait for it as children wait for parents. GPU compute spans and the NCCL
+collectives beside them (same parent, same rank) wait for each other too (`rca.graph.lockstep`): the
+collectives' overlap share counts as a signal, the compute spans' lockstep wait in `OpSum.WAIT`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from rca.graph.accumulators import EdgeSum, OpSum, WindowAggregate
+from rca.graph.keys import high, low, measure_key, pair_key, signal_key
+from rca.graph.lockstep import Lockstep
+from rca.graph.logtemplates import TemplateMiner
+from rca.graph.metric_measures import MetricMeasures
+from rca.graph.names import NO_OP, Names, NodeKind, map_strings, metric_nodes, span_nodes
+from rca.graph.spanindex import SpanIndex
+from rca.graph.windows import Windows, by_window, count_edges, count_logs, count_ops, count_values, evict, present
+from rca.telemetry.conventions import GPU_SIGNALS
+from rca.telemetry.logs import LogBatch
+from rca.telemetry.metric_table import MetricTable
+from rca.telemetry.metrics import MetricBatch
+from rca.telemetry.spans import Signal, SpanBatch
+
+if TYPE_CHECKING:
+    from rca.graph.call_stats import CallStats
+
+_ON_GPU = np.isin(np.arange(len(Signal)), list(GPU_SIGNALS))  # per signal column
+_RESOLVE_MIN = 20_000  # waiting children that trigger a resolution pass during ingest
+
+
+@dataclass(frozen=True, slots=True)
+class IngestCounts:
+    """Running totals of what the graph did with the spans it was given."""
+
+    spans: int
+    edges_resolved: int
+    pending: int
+    orphaned: int
+    outside_retention: int
+    log_records: int = 0
+    log_templates: int = 0  # templates the miner holds now
+    logs_outside_retention: int = 0
+    metric_points: int = 0  # data points of mapped metrics counted
+    metric_points_unknown: int = 0  # data points of metrics the table does not map
+    metrics_outside_retention: int = 0
+
+
+@dataclass(slots=True)
+class _PendingLogs:
+    """Log records waiting for the span they name, to count on its operation."""
+
+    span: npt.NDArray[np.uint64]
+    key: npt.NDArray[np.int64]  # node << 32 | template
+    error: npt.NDArray[np.bool_]
+    window: npt.NDArray[np.int64]
+
+
+@dataclass(slots=True)
+class _Pending:
+    """Children waiting for their parent span."""
+
+    parent: npt.NDArray[np.uint64]
+    nodeop: npt.NDArray[np.int64]
+    duration_s: npt.NDArray[np.float64]
+    error: npt.NDArray[np.bool_]
+    window: npt.NDArray[np.int64]
+
+
+class ServiceGraph:
+    """Windowed statistics of the service-causality graph, keyed by span start (event) time."""
+
+    def __init__(
+        self,
+        *,
+        window_seconds: float = 10.0,
+        retention_seconds: float = 900.0,
+        index_capacity: int = 1_000_000,
+        pending_windows: int = 6,
+        templates: TemplateMiner | None = None,
+        metric_table: MetricTable | None = None,
+    ) -> None:
+        self.window_ns = int(window_seconds * 1e9)
+        self.retention_windows = max(1, int(retention_seconds * 1e9) // self.window_ns)
+        self.pending_windows = pending_windows
+        self.names = Names()
+        self.windows: Windows = {}
+        self.newest_ns = 0
+        self._index = SpanIndex(capacity=index_capacity)
+        self._pending: list[_Pending] = []
+        self._pending_count = 0
+        self._resolve_at = _RESOLVE_MIN
+        self._spans = self._resolved = self._orphaned = self._late = 0
+        self.templates = TemplateMiner() if templates is None else templates  # an empty miner is falsy (len 0)
+        self._pending_logs: list[_PendingLogs] = []
+        self._pending_log_count = 0
+        self._log_records = self._late_logs = 0
+        self._lockstep = Lockstep(pending_windows=pending_windows)
+        table = MetricTable.default() if metric_table is None else metric_table
+        self.measures = MetricMeasures(table, window_seconds=window_seconds)
+        self._metric_points = self._late_metrics = 0
+        self.span_nodes: set[int] = set()  # nodes spans named: call statistics leave them be
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _retained(self, times: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], int]:
+        """Moves the newest event time on; each time's window, whether that window is within the
+        retention, and the oldest window kept."""
+        self.newest_ns = max(self.newest_ns, int(times.max()))
+        oldest_kept = self.newest_ns // self.window_ns - self.retention_windows + 1
+        window: npt.NDArray[np.int64] = times // self.window_ns
+        return window, window >= oldest_kept, oldest_kept
+
+    def add(self, batch: SpanBatch) -> None:
+        """Adds a batch of spans (any order, any event time within retention)."""
+        if len(batch) == 0:
+            return
+        window, keep, oldest_kept = self._retained(batch.start_ns)
+        if not keep.all():
+            self._late += int((~keep).sum())
+            batch, window = batch.select(keep), window[keep]
+        self._spans += len(batch)
+        nodes, peers, resources = span_nodes(self.names, batch)
+        named = np.concatenate([nodes, peers, resources])
+        self.span_nodes.update(np.flatnonzero(np.bincount(named[named >= 0])).tolist())
+        ops = self._op_ids(batch)
+        nodeop = self.names.nodeops(nodes, ops)
+        empty_op = self.names.op(NO_OP)
+        peer_nodeop = np.full(len(batch), -1, np.int64)
+        has_peer = (peers >= 0) & (peers != nodes)
+        if has_peer.any():
+            peer_nodeop[has_peer] = self.names.nodeops(peers[has_peer], np.full(int(has_peer.sum()), empty_op))
+        duration = batch.duration_ns / 1e9
+        self._count_spans(window, nodeop, peer_nodeop, duration, batch.error)
+        has_resource = resources >= 0
+        collective = ~np.isnan(batch.signals[:, Signal.NCCL_LATENCY])
+        gpu_nodeop = np.full(len(batch), -1, np.int64)
+        if has_resource.any():
+            sel = has_resource
+            gpu_nodeop[sel] = self.names.nodeops(resources[sel], ops[sel])
+            count_ops(self.windows, window[sel], gpu_nodeop[sel], duration[sel], batch.error[sel])
+            count_edges(self.windows, window[sel], nodeop[sel], gpu_nodeop[sel], duration[sel], batch.error[sel])
+        if has_resource.any() or collective.any():  # lockstep: GPU compute and NCCL collectives
+            self._lockstep.add(
+                collective,
+                has_resource,
+                parent=batch.parent_id,
+                node=nodes,
+                nodeop=nodeop,
+                gpu_nodeop=gpu_nodeop,
+                start_ns=batch.start_ns,
+                end_ns=batch.end_ns,
+                window=window,
+            )
+        self._count_signals(window, nodes, resources, batch.signals)
+        self._index.insert(batch.span_id, nodeop, peer_nodeop, window, duration)
+        has_parent = batch.parent_id != 0
+        self._pending.append(
+            _Pending(
+                batch.parent_id[has_parent],
+                nodeop[has_parent],
+                duration[has_parent],
+                batch.error[has_parent],
+                window[has_parent],
+            )
+        )
+        self._pending_count += int(has_parent.sum())
+        if self._pending_count >= self._resolve_at:
+            self.resolve()
+            self._resolve_at = max(_RESOLVE_MIN, 2 * self._pending_count)
+        evict(self.windows, oldest_kept)
+
+    def add_logs(self, batch: LogBatch) -> None:
+        """Adds a batch of log records (any order, any event time within retention)."""
+        if len(batch) == 0:
+            return
+        window, keep, oldest_kept = self._retained(batch.time_ns)
+        if not keep.all():
+            self._late_logs += int((~keep).sum())
+            batch, window = batch.select(keep), window[keep]
+        self._log_records += len(batch)
+        names = self.names
+        nodes = map_strings(batch.service, batch.strings, lambda name: names.node(name, NodeKind.SERVICE))
+        keys = pair_key(nodes, self.templates.ids(batch.body))
+        error = batch.is_error
+        count_logs(self.windows, window, keys, error, per_operation=False)
+        joined = batch.span_id != 0
+        self._pending_logs.append(_PendingLogs(batch.span_id[joined], keys[joined], error[joined], window[joined]))
+        self._pending_log_count += int(joined.sum())
+        if self._pending_log_count >= self._resolve_at:
+            self.resolve()
+        evict(self.windows, oldest_kept)
+
+    def add_metrics(self, batch: MetricBatch) -> None:
+        """Adds a batch of data points (any order, any event time within retention); points of
+        metrics the table does not map are counted by name only (`measures.unknown`)."""
+        if len(batch) == 0:
+            return
+        window, keep, oldest_kept = self._retained(batch.time_ns)
+        if not keep.all():
+            self._late_metrics += int((~keep).sum())
+            batch, window = batch.select(keep), window[keep]
+        seen = self.measures.observe(batch)
+        self._metric_points += int(np.unique(seen.row).shape[0])
+        nodes = metric_nodes(self.names, batch, seen.row)
+        count_values(self.windows, window[seen.row], measure_key(nodes, seen.measure), seen.value, metrics=True)
+        evict(self.windows, oldest_kept)
+
+    def add_call_stats(self, stats: CallStats) -> None:
+        """Adds call statistics aggregated elsewhere (`rca.graph.call_stats`), but where spans named a node."""
+        from rca.graph.call_stats import count_call_stats  # it builds on this module
+
+        count_call_stats(self, stats)
+
+    def _join_logs(self) -> None:
+        """Counts waiting log records on the operation of their span where it is now known and
+        in the record's node; records whose span does not come in time count on the node only."""
+        if not self._pending_logs:
+            return
+        parts = ((x.span, x.key, x.error, x.window) for x in self._pending_logs)
+        p = _PendingLogs(*(np.concatenate(c) for c in zip(*parts, strict=True)))
+        self._pending_logs = []
+        self._pending_log_count = 0
+        newest = self.newest_ns // self.window_ns
+        span, _ = self._index.lookup(p.span, newest)
+        found = span[:, 0] >= 0
+        nodeop = span[found, 0]
+        template = low(p.key[found])
+        same_node = self.names.nodeop_node[nodeop] == high(p.key[found])
+        rows = np.flatnonzero(found)[same_node]
+        keys = pair_key(nodeop[same_node], template[same_node])
+        count_logs(self.windows, p.window[rows], keys, p.error[rows], per_operation=True)
+        keep = ~found & (p.window >= newest - self.pending_windows)
+        if keep.any():
+            self._pending_log_count = int(keep.sum())
+            self._pending_logs.append(_PendingLogs(p.span[keep], p.key[keep], p.error[keep], p.window[keep]))
+
+    def _op_ids(self, batch: SpanBatch) -> npt.NDArray[np.int64]:
+        return map_strings(batch.operation, batch.strings, self.names.op)
+
+    def _count_spans(
+        self,
+        window: npt.NDArray[np.int64],
+        nodeop: npt.NDArray[np.int64],
+        peer_nodeop: npt.NDArray[np.int64],
+        duration: npt.NDArray[np.float64],
+        error: npt.NDArray[np.bool_],
+    ) -> None:
+        count_ops(self.windows, window, nodeop, duration, error)
+        sel = peer_nodeop >= 0
+        if sel.any():
+            count_edges(self.windows, window[sel], nodeop[sel], peer_nodeop[sel], duration[sel], error[sel], peer=True)
+
+    def _count_signals(
+        self,
+        window: npt.NDArray[np.int64],
+        node: npt.NDArray[np.int64],
+        gpu: npt.NDArray[np.int64],
+        signals: npt.NDArray[np.float64],
+    ) -> None:
+        """Every signal value on its span's node, the GPU's signals on the span's GPU (`gpu` >= 0)."""
+        rows, columns = present(signals)
+        if rows.shape[0] == 0:
+            return
+        on_gpu = _ON_GPU[columns] & (gpu[rows] >= 0)
+        where = np.where(on_gpu, gpu[rows], node[rows])
+        count_values(self.windows, window[rows], signal_key(where, columns), signals[rows, columns])
+
+    def _count_lockstep(self) -> None:
+        """Counts what the waiting lockstep spans matched: each collective's overlap share on its
+        node, each compute span's wait on its operation and its GPU's (in retained windows)."""
+        newest = self.newest_ns // self.window_ns
+        found = self._lockstep.match(newest)
+        if found is None:
+            return
+        oldest = newest - self.retention_windows + 1
+        shared = found.collective_window >= oldest
+        node, window = found.collective_node[shared], found.collective_window[shared]
+        count_values(self.windows, window, signal_key(node, Signal.NCCL_OVERLAP), found.overlap_share[shared])
+        nodeop = np.concatenate([found.compute_nodeop, found.compute_gpu_nodeop])  # compute spans ran on a GPU
+        window = np.tile(found.compute_window, 2)
+        sums = np.zeros((nodeop.shape[0], len(OpSum)))
+        sums[:, OpSum.WAIT] = np.tile(found.wait_s, 2)
+        kept = np.flatnonzero(window >= oldest)
+        for aggregate, index in by_window(self.windows, window[kept]):
+            aggregate.ops.add(nodeop, sums, None, kept[index])
+
+    # -- parent resolution -----------------------------------------------------------------
+
+    def resolve(self) -> None:
+        """Matches waiting children with parents seen since, and waiting log records with their
+        spans, and lockstep collectives with their compute siblings; drops those waited too long."""
+        self._join_logs()
+        self._count_lockstep()
+        if not self._pending:
+            return
+        p = _Pending(
+            *(
+                np.concatenate(cols)
+                for cols in zip(
+                    *((x.parent, x.nodeop, x.duration_s, x.error, x.window) for x in self._pending), strict=True
+                )
+            )
+        )
+        self._pending = []
+        self._pending_count = 0
+        parent, parent_s = self._index.lookup(p.parent, self.newest_ns // self.window_ns)
+        found = parent[:, 0] >= 0
+        gap = parent_s[found] - p.duration_s[found]
+        self._attribute(parent[found], p.nodeop[found], p.duration_s[found], p.error[found], gap)
+        waiting = ~found
+        stale = p.window < self.newest_ns // self.window_ns - self.pending_windows
+        self._orphaned += int((waiting & stale).sum())
+        keep = waiting & ~stale
+        if keep.any():
+            self._pending_count = int(keep.sum())
+            self._pending.append(
+                _Pending(p.parent[keep], p.nodeop[keep], p.duration_s[keep], p.error[keep], p.window[keep])
+            )
+
+    def _attribute(
+        self,
+        parent: npt.NDArray[np.int64],
+        child: npt.NDArray[np.int64],
+        duration: npt.NDArray[np.float64],
+        error: npt.NDArray[np.bool_],
+        gap: npt.NDArray[np.float64],
+    ) -> None:
+        if child.shape[0] == 0:
+            return
+        self._resolved += child.shape[0]
+        parent_nodeop, parent_peer, window = parent[:, 0], parent[:, 1], parent[:, 2]
+        sums = np.zeros((child.shape[0], len(OpSum)))
+        sums[:, OpSum.CHILD_DURATION] = duration
+        for aggregate, index in by_window(self.windows, window):
+            aggregate.ops.add(parent_nodeop, sums, None, index)
+        # Every child counts on its parent operation's edge, local ones too: together they are the
+        # operation's call structure. Only remote ones make graph edges (`graphview`).
+        count_edges(self.windows, window, parent_nodeop, child, duration, error, gap=gap)
+        node_of = self.names.nodeop_node
+        remote = node_of[parent_nodeop] != node_of[child]
+        paired = remote & (parent_peer >= 0)
+        if paired.any():
+            sums = np.zeros((int(paired.sum()), len(EdgeSum)))
+            sums[:, EdgeSum.PAIRED] = 1.0
+            keys = pair_key(parent_nodeop[paired], parent_peer[paired])
+            for aggregate, index in by_window(self.windows, window[paired]):
+                aggregate.edges.add(keys, sums, None, index)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def aggregate(self, start_ns: int, end_ns: int) -> WindowAggregate:
+        """All windows overlapping [start_ns, end_ns), merged (parents resolved first)."""
+        self.resolve()
+        merged = WindowAggregate.new()
+        first, last = start_ns // self.window_ns, (end_ns - 1) // self.window_ns
+        for w in sorted(self.windows):
+            if first <= w <= last:
+                merged.merge(self.windows[w])
+        return merged
+
+    def counts(self) -> IngestCounts:
+        return IngestCounts(
+            self._spans,
+            self._resolved,
+            self._pending_count,
+            self._orphaned,
+            self._late,
+            self._log_records,
+            len(self.templates),
+            self._late_logs,
+            self._metric_points,
+            sum(self.measures.unknown.values()),
+            self._late_metrics,
+        )
+
+    def nbytes(self) -> int:
+        return sum(w.nbytes() for w in self.windows.values())
+
+
+__all__ = ["IngestCounts", "ServiceGraph"]

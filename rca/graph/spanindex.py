@@ -1,0 +1,138 @@
+"""Recently seen spans by id, so children can find their parents across batches.
+
+Two generations of bounded size: when the current one fills, the older is dropped. A span
+stays findable for at least `capacity` later spans, which bounds memory whatever the rate.
+Each generation is an open-addressing hash table in numpy arrays (span id, packed entry,
+duration), probed linearly by numba kernels that run without the GIL, so no per-span Python
+objects exist. An entry is one packed int (node-operation, peer node-operation, window modulo
+2^16) and the span's duration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+from rca.graph.intindex import GOLDEN, Num
+
+_WINDOW_BITS = 16
+_PEER_BITS = 24
+_WINDOW_MASK = (1 << _WINDOW_BITS) - 1
+_PEER_MASK = (1 << _PEER_BITS) - 1
+_EMPTY = np.uint64(0)  # span ids are never zero (the builder rejects those spans)
+
+
+@njit(cache=True, nogil=True)
+def _insert(
+    table: npt.NDArray[np.uint64],
+    entries_at: npt.NDArray[np.int64],
+    durations_at: npt.NDArray[np.float32],
+    bits: Num,
+    ids: npt.NDArray[np.uint64],
+    entries: npt.NDArray[np.int64],
+    durations: npt.NDArray[np.float32],
+) -> Num:
+    """Places each id, in order, in its first slot that is free or holds it; returns how many
+    slots were newly taken."""
+    mask, shift = np.uint64((1 << bits) - 1), np.uint64(64 - bits)
+    taken = 0
+    for k in range(ids.shape[0]):
+        key = ids[k]
+        slot = (key * GOLDEN) >> shift
+        while table[slot] != _EMPTY and table[slot] != key:
+            slot = (slot + np.uint64(1)) & mask
+        if table[slot] == _EMPTY:
+            table[slot] = key
+            taken += 1
+        entries_at[slot], durations_at[slot] = entries[k], durations[k]
+    return taken
+
+
+@njit(cache=True, nogil=True)
+def _lookup(
+    table: npt.NDArray[np.uint64],
+    entries_at: npt.NDArray[np.int64],
+    durations_at: npt.NDArray[np.float32],
+    bits: Num,
+    ids: npt.NDArray[np.uint64],
+    out: npt.NDArray[np.int64],
+    durations: npt.NDArray[np.float32],
+) -> None:
+    """Fills `out` and `durations` where an id is found; leaves them where it is not."""
+    mask, shift = np.uint64((1 << bits) - 1), np.uint64(64 - bits)
+    for k in range(ids.shape[0]):
+        key = ids[k]
+        slot = (key * GOLDEN) >> shift
+        while table[slot] != _EMPTY:
+            if table[slot] == key:
+                out[k], durations[k] = entries_at[slot], durations_at[slot]
+                break
+            slot = (slot + np.uint64(1)) & mask
+
+
+class _Table:
+    """span id → (packed entry, duration in seconds), at most half full; a later insert of an
+    id replaces its entry."""
+
+    def __init__(self, capacity: int) -> None:
+        self.bits = max(4, int(2 * capacity - 1).bit_length())
+        self.ids = np.zeros(1 << self.bits, np.uint64)
+        self.entries = np.zeros(1 << self.bits, np.int64)
+        self.durations = np.zeros(1 << self.bits, np.float32)
+        self.size = 0
+
+    def insert(
+        self, ids: npt.NDArray[np.uint64], entries: npt.NDArray[np.int64], durations: npt.NDArray[np.float32]
+    ) -> None:
+        self.size += _insert(self.ids, self.entries, self.durations, self.bits, ids, entries, durations)
+
+    def lookup(self, ids: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Entries and durations of `ids`; entry -1 (duration NaN) where absent."""
+        out = np.full(ids.shape[0], -1, np.int64)
+        durations = np.full(ids.shape[0], np.nan, np.float32)
+        _lookup(self.ids, self.entries, self.durations, self.bits, ids, out, durations)
+        return out, durations
+
+
+class SpanIndex:
+    """span id → (node-operation id, peer node-operation id or -1, window) and duration."""
+
+    def __init__(self, *, capacity: int = 1_000_000) -> None:
+        self.capacity = capacity
+        self._current = _Table(capacity)
+        self._previous = _Table(1)
+
+    def insert(
+        self,
+        span_ids: npt.NDArray[np.uint64],
+        nodeops: npt.NDArray[np.int64],
+        peers: npt.NDArray[np.int64],
+        windows: npt.NDArray[np.int64],
+        durations_s: npt.NDArray[np.float64],
+    ) -> None:
+        seconds = durations_s.astype(np.float32)
+        packed = (nodeops << (_PEER_BITS + _WINDOW_BITS)) | ((peers + 1) << _WINDOW_BITS) | (windows & _WINDOW_MASK)
+        for start in range(0, span_ids.shape[0], self.capacity):
+            batch = slice(start, start + self.capacity)
+            ids, entries = span_ids[batch], packed[batch]
+            if self._current.size + ids.shape[0] > self.capacity:
+                self._previous, self._current = self._current, _Table(self.capacity)
+            self._current.insert(ids, entries, seconds[batch])
+
+    def lookup(
+        self, span_ids: npt.NDArray[np.uint64], newest_window: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """(n, 3) rows of (nodeop, peer, window) for ids seen within 2^16 windows of
+        `newest_window`, -1 everywhere for unknown ids; and their durations in seconds (NaN)."""
+        packed, durations = self._current.lookup(span_ids)
+        older = packed < 0
+        if older.any() and self._previous.size:
+            packed[older], durations[older] = self._previous.lookup(span_ids[older])
+        found = packed >= 0
+        out = np.full((packed.shape[0], 3), -1, np.int64)
+        p = packed[found]
+        out[found, 0] = p >> (_PEER_BITS + _WINDOW_BITS)
+        out[found, 1] = ((p >> _WINDOW_BITS) & _PEER_MASK) - 1
+        out[found, 2] = newest_window - ((newest_window - p) & _WINDOW_MASK)
+        return out, durations

@@ -1,0 +1,116 @@
+"""The metric table: well-known metric names → the signal each measures → the fault it points to.
+
+Data, not code: the built-in entries ship in `metric_table.toml`; the config file's `[metrics]`
+section adds or overrides entries (`[[metrics.map]]`, same fields). A histogram's p95 is the
+measure `{name}:p95` and reads as its metric's rule with `_p95` after the signal name.
+Prometheus spells counters with `_total` where OpenTelemetry may not; either spelling matches.
+Names match whatever their case (OpenTelemetry instrument names are case-insensitive, and its
+SDKs lower-case them).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from importlib import resources
+
+from rca.telemetry.faults import Fault
+
+P95_SUFFIX = ":p95"
+_TOTAL = "_total"
+DIRECTIONS = {"up": 1, "down": -1, "either": 0}
+_FIELDS = frozenset({"name", "signal", "fault", "direction", "scale", "healthy", "faulty"})
+
+
+@dataclass(frozen=True, slots=True)
+class MetricRule:
+    """What a metric measures: `signal` (evidence `metric.{signal}`), the `fault` it points to,
+    the `direction` a fault moves it (1 up, -1 down, 0 either), a `scale` into the signal's unit
+    and an optional gate between `healthy` and `faulty` levels."""
+
+    name: str
+    signal: str
+    fault: Fault
+    direction: int = 1
+    scale: float = 1.0
+    healthy: float | None = None
+    faulty: float | None = None
+
+
+def _number(entry: Mapping[str, object], key: str, where: str) -> float | None:
+    value = entry.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where}: {key} must be a number, got {value!r}")
+    return float(value)
+
+
+def parse_rule(entry: object, where: str) -> MetricRule:
+    """One table entry; raises ValueError naming `where` and the field."""
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"{where}: an entry must be a table, got {entry!r}")
+    unknown = set(entry) - _FIELDS
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    for key in ("name", "signal", "fault"):
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            raise ValueError(f"{where}: {key} must be a non-empty string")
+    name, signal, fault = str(entry["name"]), str(entry["signal"]), str(entry["fault"])
+    if fault not in Fault.__members__.values():
+        raise ValueError(f"{where} ({name}): fault {fault!r} is not one of {', '.join(Fault)}")
+    direction = entry.get("direction", "up")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"{where} ({name}): direction {direction!r} is not one of {', '.join(DIRECTIONS)}")
+    scale = _number(entry, "scale", where)
+    healthy, faulty = _number(entry, "healthy", where), _number(entry, "faulty", where)
+    if (healthy is None) != (faulty is None) or (healthy is not None and healthy == faulty):
+        raise ValueError(f"{where} ({name}): healthy and faulty come together and differ")
+    scale = 1.0 if scale is None else scale
+    return MetricRule(name, signal, Fault(fault), DIRECTIONS[str(direction)], scale, healthy, faulty)
+
+
+def parse_rules(entries: object, where: str) -> tuple[MetricRule, ...]:
+    """A list of entries (`[[map]]` or `[[metrics.map]]`)."""
+    if not isinstance(entries, list):
+        raise ValueError(f"{where}: expected a list of tables ([[metrics.map]])")
+    return tuple(parse_rule(entry, f"{where}[{k}]") for k, entry in enumerate(entries))
+
+
+def builtin_rules() -> tuple[MetricRule, ...]:
+    """The entries that ship with rca."""
+    text = resources.files("rca.telemetry").joinpath("metric_table.toml").read_text(encoding="utf-8")
+    return parse_rules(tomllib.loads(text).get("map"), "rca/telemetry/metric_table.toml map")
+
+
+class MetricTable:
+    """Metric name (or histogram measure) → rule; later rules override earlier ones by name."""
+
+    def __init__(self, rules: Iterable[MetricRule]) -> None:
+        self._rules: dict[str, MetricRule] = {}
+        for rule in rules:
+            self._rules[rule.name.lower()] = rule
+
+    @classmethod
+    def default(cls, extra: Sequence[MetricRule] = ()) -> MetricTable:
+        """The built-in table with `extra` entries added or overriding."""
+        return cls([*builtin_rules(), *extra])
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def names(self) -> tuple[str, ...]:
+        """The metric names as the table spells them."""
+        return tuple(rule.name for rule in self._rules.values())
+
+    def rule(self, measure: str) -> MetricRule | None:
+        """The rule of a measure (a metric name, or `{name}:p95`), None for unknown metrics."""
+        if measure.endswith(P95_SUFFIX):
+            base = self.rule(measure[: -len(P95_SUFFIX)])
+            return None if base is None else replace(base, signal=f"{base.signal}_p95", healthy=None, faulty=None)
+        name = measure.lower()
+        found = self._rules.get(name)
+        if found is None:
+            found = self._rules.get(name[: -len(_TOTAL)] if name.endswith(_TOTAL) else name + _TOTAL)
+        return found
