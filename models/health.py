@@ -53,11 +53,11 @@ def _default_activation() -> list[list[float]]:
 
 def _default_relations() -> list[list[float]]:
     """How often a node related to the root (`models.structure.Relation`: none, ancestor,
-    measured callee, sibling, callee's network, communicator rank, engine GPU) shows signal f
+    measured callee, sibling, callee's network, communicator rank, engine GPU, engine) shows signal f
     because of the root's fault."""
-    none, ancestor, measured, peer, network, collective, lockstep = (
+    none, ancestor, measured, peer, network, collective, lockstep, engine = (
         [0.0] * N_FAULTS,
-        *([0.01] * N_FAULTS for _ in range(6)),
+        *([0.01] * N_FAULTS for _ in range(7)),
     )
     ancestor[F[Fault.LATENCY]], ancestor[F[Fault.ERRORS]], ancestor[F[Fault.CALL_STRUCTURE]] = 0.1, 0.5, 0.3
     measured[F[Fault.LATENCY]], measured[F[Fault.ERRORS]] = 0.3, 0.9
@@ -65,7 +65,8 @@ def _default_relations() -> list[list[float]]:
     network[F[Fault.LATENCY]] = 0.3  # a starved caller is slow in all its client calls
     collective[F[Fault.NCCL_COMMUNICATION]] = 0.8  # lockstep: every rank waits for the slowest
     lockstep[F[Fault.NCCL_COMMUNICATION]] = 0.5  # an engine's GPUs idle, their links slow, with the slowest
-    return [none, ancestor, measured, peer, network, collective, lockstep]
+    engine[F[Fault.LATENCY]] = 0.5  # an engine's request timings include its GPUs' and workers' time
+    return [none, ancestor, measured, peer, network, collective, lockstep, engine]
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,10 @@
 
 Faults propagate callee → caller. The candidates are the alerting nodes and every node they
 depend on (reachable along caller → callee edges). Besides the root itself, a root's fault shows
-on six kinds of other nodes (`Relation`): its ancestors (the candidates that reach it: callers
-on the way to an alerting node); the uninstrumented callees whose only evidence is the root's own
+on seven kinds of other nodes (`Relation`): its ancestors (the candidates that reach it: callers
+on the way to an alerting node), apart those that time whole LLM requests (`NodeEvidence.engine`:
+an engine's TTFT, decode and e2e include the time of all it waits on, where a caller's self time
+does not); the uninstrumented callees whose only evidence is the root's own
 client spans; its siblings (called by one of its callers: replicas that take shed load); the
 network nodes of its callees, measured by its own client calls; the ranks of its communicator
 (`NodeEvidence.communicator`), which wait for it in every collective; and the other GPUs of its
@@ -36,6 +38,7 @@ class Relation(IntEnum):
     NETWORK = 4  # the network node of one of r's callees, timed by r's client calls
     COLLECTIVE = 5  # a rank in r's communicator (lockstep collectives): it waits for r
     LOCKSTEP = 6  # another GPU of r's engine, known from metrics: it idles while r is slow
+    ENGINE = 7  # an ancestor of r that times whole LLM requests: its TTFT, decode and e2e include r's time
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +76,12 @@ def causal_structure(
     communicator: Index | None = None,
     owner: Index | None = None,
     lockstep: Index | None = None,
+    engine: npt.NDArray[np.bool_] | None = None,
 ) -> CausalStructure:
     """Candidates reachable from `alerting` (all nodes when none is given) over caller → callee
     `edges`; `virtual` marks uninstrumented nodes, `network` callees' network nodes, `communicator`
     each NCCL rank's communicator (-1 elsewhere), `owner` the row of the service owning each node,
-    `lockstep` each engine GPU's group (-1 elsewhere)."""
+    `lockstep` each engine GPU's group (-1 elsewhere), `engine` the nodes timing whole LLM requests."""
     alerting = sorted(set(alerting)) or list(range(n_nodes))
     source = n_nodes  # a super-source calling every alerting node
     rows = np.concatenate([edges[:, 0], np.full(len(alerting), source)])
@@ -109,6 +113,8 @@ def causal_structure(
     if network is not None:
         relation[direct & network[candidates][None, :]] = Relation.NETWORK
     relation[reach.T] = Relation.ANCESTOR  # reach[i, r]: i reaches r, so i is r's ancestor
+    if engine is not None:
+        relation[reach.T & engine[candidates][None, :]] = Relation.ENGINE
     np.fill_diagonal(relation, Relation.NONE)
     return CausalStructure(candidates, relation, predecessor)
 
@@ -136,4 +142,5 @@ def evidence_structure(evidence: NodeEvidence, alert_nodes: Sequence[str]) -> Ca
         communicator=evidence.communicator,
         owner=evidence.owner,
         lockstep=evidence.lockstep,
+        engine=evidence.engine,
     )

@@ -60,6 +60,8 @@ def evidence_from_json(text: str) -> NodeEvidence:
     names = [f.name for f in dataclasses.fields(NodeEvidence)]
     if "lockstep" not in document and isinstance(document.get("nodes"), list):  # stored before GPU groups
         document["lockstep"] = _encode(np.full(len(document["nodes"]), -1, np.int64))
+    if "engine" not in document and isinstance(document.get("nodes"), list):  # stored before engines were marked
+        document["engine"] = _encode(np.zeros(len(document["nodes"]), np.bool_))
     if set(document) != set(names):
         missing, extra = sorted(set(names) - set(document)), sorted(set(document) - set(names))
         raise ValueError(f"evidence fields differ from NodeEvidence: missing {missing}, unknown {extra}")

@@ -107,3 +107,12 @@ def test_text_that_is_not_json_is_refused() -> None:
         evidence_from_json("{")
     with pytest.raises(ValueError, match="format-1"):
         evidence_from_json("[1, 2]")
+
+
+def test_snapshots_stored_before_gpu_groups_and_engines_read_with_none() -> None:
+    document = _document()
+    nodes = len(document["nodes"])
+    del document["lockstep"], document["engine"]
+    evidence = evidence_from_json(json.dumps(document))
+    assert evidence.lockstep.tolist() == [-1] * nodes
+    assert evidence.engine.dtype == np.bool_ and not evidence.engine.any() and evidence.engine.shape == (nodes,)

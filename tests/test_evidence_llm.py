@@ -14,6 +14,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from models.structure import Relation, evidence_structure
+from models.training import simulated_case
 from rca.evidence.llm import LLM_CLASSES, llm_rows
 from rca.evidence.nodes import MIN_BASELINE_WINDOWS, F, NodeEvidence, _Extractor, extract_evidence
 from rca.graph.accumulators import OpSum
@@ -370,3 +372,19 @@ def test_a_simulated_microservice_case_adds_no_llm_row_and_no_lockstep_wait() ->
     evidence = extract_evidence(graph, start_ns=case.start_ns, end_ns=case.end_ns)
     assert np.isnan(evidence.score[:, [F[fault] for fault in LLM_CLASSES]]).all()
     assert (evidence.communicator == -1).all()
+
+
+@pytest.mark.parametrize("style", ["conventions", "real"])
+def test_engines_time_whole_requests_and_are_their_gpus_engine_ancestors(style: str) -> None:
+    """The nodes whose spans time whole LLM requests (TTFT, decode, e2e) are the engines, in
+    both styles; to a root below an engine (a GPU, a worker), the engine is an ENGINE ancestor
+    and the gateway in front of it a plain ANCESTOR."""
+    (evidence, alerts, root, _), _ = simulated_case("llm-gpu_memory_bandwidth", 101, style=style)
+    engines = {evidence.nodes[i] for i in np.flatnonzero(evidence.engine)}
+    assert engines and all(name.startswith("vllm-engine") for name in engines)
+    structure = evidence_structure(evidence, alerts)
+    row = {int(c): k for k, c in enumerate(structure.candidates)}
+    r = row[evidence.index(root)]
+    engine, gateway = row[evidence.index("vllm-engine-b")], row[evidence.index("api-gateway")]
+    assert structure.relation[r, engine] == Relation.ENGINE
+    assert structure.relation[r, gateway] == Relation.ANCESTOR

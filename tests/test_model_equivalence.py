@@ -182,8 +182,8 @@ def known_params(fault_loc: np.ndarray, off_diagonal: float = 0.05) -> HealthPar
     than its root's."""
     activation = np.full((N_FAULTS, N_FAULTS), off_diagonal)
     np.fill_diagonal(activation, 0.9)
-    weight = np.array([0.0, 0.3, 0.6, 0.1, 0.3, 0.8, 0.5])[:, None].repeat(N_FAULTS, axis=1)
-    shift = np.array([0.0, -0.6, -0.3, -0.6, -0.3, 0.5, -0.2])[:, None]
+    weight = np.array([0.0, 0.3, 0.6, 0.1, 0.3, 0.8, 0.5, 0.6])[:, None].repeat(N_FAULTS, axis=1)
+    shift = np.array([0.0, -0.6, -0.3, -0.6, -0.3, 0.5, -0.2, 0.2])[:, None]
     return HealthParams(
         healthy_scale=(1.0,) * N_FAULTS,
         tail_weight=(0.02,) * N_FAULTS,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
@@ -330,6 +331,14 @@ def communicators(x: LlmExtractor, present: Index, pairs: Index) -> Index:
     _, number = np.unique(component[is_rank], return_inverse=True)
     out[is_rank] = number
     return out
+
+
+def request_timers(x: LlmExtractor, present: Index) -> npt.NDArray[np.bool_]:
+    """Per node of `present` (graph node ids, ascending), whether it times whole LLM requests
+    (TTFT, prefill, decode or e2e: an engine), timings that include the work of all it waits on."""
+    table = x.series.signals
+    timers = [_by_signal(table, time)[0] for time, _, _ in PER_TOKEN]
+    return np.isin(present, np.concatenate(timers)) if timers else np.zeros(present.shape[0], np.bool_)
 
 
 def engine_gpus(names: Names, present: Index) -> Index:

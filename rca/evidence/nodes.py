@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rca.evidence.changepoint import Shift, mean_shift
-from rca.evidence.llm import Part, communicators, engine_gpus, llm_rows
+from rca.evidence.llm import Part, communicators, engine_gpus, llm_rows, request_timers
 from rca.evidence.logs import log_rows
 from rca.evidence.metrics import metric_rows
 from rca.evidence.rows import Labels, Rows, binomial_score, find_sorted, merge_rows, per_window_mean
@@ -60,6 +60,7 @@ class NodeEvidence:
     edges: Index  # (E, 2) caller → callee row indices into `nodes`
     communicator: Index  # NCCL ranks (`rca.evidence.llm.communicators`): communicator from 0; -1 elsewhere
     lockstep: Index  # the GPUs of one engine (`rca.evidence.llm.engine_gpus`): group from 0; -1 elsewhere
+    engine: npt.NDArray[np.bool_]  # nodes timing whole LLM requests (`rca.evidence.llm.request_timers`)
 
     def index(self, node: str) -> int:
         return self.nodes.index(node)
@@ -316,6 +317,7 @@ def extract_evidence(
         edges=np.searchsorted(present, pairs).astype(np.int64).reshape(-1, 2),
         communicator=communicators(x, present, pairs),
         lockstep=engine_gpus(graph.names, present),
+        engine=request_timers(x, present),
     )
 
 
