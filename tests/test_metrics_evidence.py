@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from models.ranker import BayesianRanker
 from rca.evidence.nodes import F, NodeEvidence, extract_evidence
 from rca.graph.service_graph import ServiceGraph
 from rca.telemetry.faults import Fault
 from rca.telemetry.metric_rows import MetricRows
+from rca.telemetry.metric_table import MetricRule, MetricTable
 from rca.telemetry.metrics import MetricKind
 
 S = 1_000_000_000
@@ -93,3 +95,47 @@ def test_the_ranker_blames_the_straggler_from_metrics_alone() -> None:
     top = ranking.causes[0]
     assert (top.node, top.service, top.fault) == ("gpu:node-a/2", "vllm-engine", Fault.GPU_MEMORY_BANDWIDTH)
     assert top.evidence[0].signal.startswith("metric.")
+
+
+def _numa_host(local_after: float, seed: int = 0) -> ServiceGraph:
+    """node_exporter's NUMA counters of one host whose load swings fourfold every minute: remote
+    (`other_node`) and local pages move with it; after the onset the local pages are `local_after`
+    of what they were at the same load, the remote ones unchanged."""
+    rng = np.random.default_rng(seed)
+    rows = MetricRows()
+    totals = {"node_memory_numa_other_node_total": 0.0, "node_memory_numa_local_node_total": 0.0}
+    resource = {"service.name": "node-exporter", "host.name": "gpu-node-1"}
+    for k in range(1, POINTS + 1):
+        load = 1.0 + 3.0 * ((k // 12) % 2)
+        rates = {
+            "node_memory_numa_other_node_total": 50.0 * load,
+            "node_memory_numa_local_node_total": 450.0 * load * (local_after if k > ONSET else 1.0),
+        }
+        t = T0 + k * SCRAPE_S * S
+        for name, rate in rates.items():
+            totals[name] += rate * SCRAPE_S * (1 + 0.02 * rng.standard_normal())
+            rows.add(name, MetricKind.CUMULATIVE, resource, {"node": "0"}, t, T0, totals[name])
+    graph = ServiceGraph()
+    graph.add_metrics(rows.build().batch)
+    return graph
+
+
+def test_a_falling_local_share_points_to_numa_where_load_moves_both_counters() -> None:
+    falling = _evidence(_numa_host(local_after=0.3))
+    row = falling.index("host:gpu-node-1")
+    assert falling.signal[row][F[Fault.NUMA_MISMATCH]] == "metric.numa_local_share:node_memory_numa_local_node_total"
+    assert falling.observed[row, F[Fault.NUMA_MISMATCH]] == pytest.approx(135 / 185, abs=0.02)  # 0.9 before
+    assert _score(falling, "host:gpu-node-1", Fault.NUMA_MISMATCH) > 10
+    # The load swings alone: the remote-page rate moves with them a little, the share not at all.
+    steady = _evidence(_numa_host(local_after=1.0))
+    row = steady.index("host:gpu-node-1")
+    assert _score(steady, "host:gpu-node-1", Fault.NUMA_MISMATCH) < 3
+    assert steady.signal[row][F[Fault.NUMA_MISMATCH]] != falling.signal[row][F[Fault.NUMA_MISMATCH]]
+
+
+def test_a_share_partner_no_entry_maps_is_measured_without_a_row_of_its_own() -> None:
+    rule = MetricRule("jobs_done_total", "done_share", Fault.ERRORS, direction=-1, share_of="jobs_failed_total")
+    table = MetricTable.default([rule])
+    partner = table.rule("jobs_failed")
+    assert partner is not None and partner.measured_only and "jobs_failed_total" in table.names()
+    assert not table.rule("jobs_done_total").measured_only  # type: ignore[union-attr]

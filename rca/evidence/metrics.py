@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from rca.evidence.llm import LlmExtractor, gate, level_rows
-from rca.evidence.rows import Labels, Rows, merge_rows
+from rca.evidence.rows import Array, Index, Labels, Rows, merge_rows
+from rca.graph.accumulators import SignalSum
 from rca.graph.keys import measure_node, measure_of
 from rca.telemetry.faults import Fault
 from rca.telemetry.metric_table import MetricRule, MetricTable
@@ -31,11 +32,39 @@ def metric_rows(x: LlmExtractor, table: MetricTable, measures: list[str]) -> dic
             rules[m] = rule
     out: dict[Fault, Rows] = {}
     for m, rule in rules.items():
+        if rule.measured_only:
+            continue
         mine = np.flatnonzero(measure == m)
+        nodes, sums = measure_node(metrics.keys[mine]), metrics.sums[mine]
+        if rule.share_of is not None:
+            nodes, sums = _share(nodes, sums, *_partner(rules, rule.share_of, measure, metrics.keys, metrics.sums))
         text = f"{PREFIX}{rule.signal}:{measures[m]}"
-        labels = Labels(text, np.full(mine.shape[0], -1, np.int64))
-        rows = level_rows(x, measure_node(metrics.keys[mine]), metrics.sums[mine], labels, rule.direction)
+        labels = Labels(text, np.full(nodes.shape[0], -1, np.int64))
+        rows = level_rows(x, nodes, sums, labels, rule.direction)
         if rule.healthy is not None and rule.faulty is not None:
             gate(rows, rule.healthy, rule.faulty)
         out[rule.fault] = merge_rows(out[rule.fault], rows) if rule.fault in out else rows
     return out
+
+
+def _partner(rules: dict[int, MetricRule], name: str, measure: Index, keys: Index, sums: Array) -> tuple[Index, Array]:
+    """The nodes and window sums of the measure named `name` (as any spelling the table matches)."""
+    found = [m for m, rule in rules.items() if rule.name.lower() == name.lower()]
+    mine = np.flatnonzero(np.isin(measure, found))
+    return measure_node(keys[mine]), sums[mine]
+
+
+def _share(nodes: Index, sums: Array, partner_nodes: Index, partner_sums: Array) -> tuple[Index, Array]:
+    """Per node with both measures, the window sums of the measure's share of the two (its mean
+    over both means, weighted as the fewer observations): what load moves for both alike cancels."""
+    both, mine, theirs = np.intersect1d(nodes, partner_nodes, return_indices=True)
+    a, b = sums[mine], partner_sums[theirs]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_a = a[:, :, SignalSum.SUM] / a[:, :, SignalSum.COUNT]
+        mean_b = b[:, :, SignalSum.SUM] / b[:, :, SignalSum.COUNT]
+        share = mean_a / (mean_a + mean_b)
+    count = np.minimum(a[:, :, SignalSum.COUNT], b[:, :, SignalSum.COUNT])
+    count = np.where(np.isfinite(share), count, 0.0)
+    share = np.nan_to_num(share)
+    out = np.stack([count, share * count, share * share * count], axis=-1)
+    return both.astype(np.int64), out

@@ -20,14 +20,17 @@ from rca.telemetry.faults import Fault
 P95_SUFFIX = ":p95"
 _TOTAL = "_total"
 DIRECTIONS = {"up": 1, "down": -1, "either": 0}
-_FIELDS = frozenset({"name", "signal", "fault", "direction", "scale", "healthy", "faulty"})
+_FIELDS = frozenset({"name", "signal", "fault", "direction", "scale", "healthy", "faulty", "share_of"})
 
 
 @dataclass(frozen=True, slots=True)
 class MetricRule:
     """What a metric measures: `signal` (evidence `metric.{signal}`), the `fault` it points to,
     the `direction` a fault moves it (1 up, -1 down, 0 either), a `scale` into the signal's unit
-    and an optional gate between `healthy` and `faulty` levels."""
+    and an optional gate between `healthy` and `faulty` levels. With `share_of`, the row reads the
+    measure's share of itself plus that metric's measure on the same node (node_exporter's local
+    NUMA allocations of all, say), which load moves for both alike; a rule with `measured_only`
+    is such a partner that no entry maps: measured, no row of its own."""
 
     name: str
     signal: str
@@ -36,6 +39,8 @@ class MetricRule:
     scale: float = 1.0
     healthy: float | None = None
     faulty: float | None = None
+    share_of: str | None = None
+    measured_only: bool = False
 
 
 def _number(entry: Mapping[str, object], key: str, where: str) -> float | None:
@@ -68,7 +73,10 @@ def parse_rule(entry: object, where: str) -> MetricRule:
     if (healthy is None) != (faulty is None) or (healthy is not None and healthy == faulty):
         raise ValueError(f"{where} ({name}): healthy and faulty come together and differ")
     scale = 1.0 if scale is None else scale
-    return MetricRule(name, signal, Fault(fault), DIRECTIONS[str(direction)], scale, healthy, faulty)
+    share_of = entry.get("share_of")
+    if share_of is not None and (not isinstance(share_of, str) or not share_of or share_of.lower() == name.lower()):
+        raise ValueError(f"{where} ({name}): share_of must name another metric")
+    return MetricRule(name, signal, Fault(fault), DIRECTIONS[str(direction)], scale, healthy, faulty, share_of)
 
 
 def parse_rules(entries: object, where: str) -> tuple[MetricRule, ...]:
@@ -91,6 +99,10 @@ class MetricTable:
         self._rules: dict[str, MetricRule] = {}
         for rule in rules:
             self._rules[rule.name.lower()] = rule
+        for rule in list(self._rules.values()):  # partners of shares that no entry maps: measured only
+            if rule.share_of is not None and self.rule(rule.share_of) is None:
+                partner = MetricRule(rule.share_of, rule.signal, rule.fault, measured_only=True)
+                self._rules[rule.share_of.lower()] = partner
 
     @classmethod
     def default(cls, extra: Sequence[MetricRule] = ()) -> MetricTable:
@@ -98,7 +110,7 @@ class MetricTable:
         return cls([*builtin_rules(), *extra])
 
     def __len__(self) -> int:
-        return len(self._rules)
+        return sum(not rule.measured_only for rule in self._rules.values())
 
     def names(self) -> tuple[str, ...]:
         """The metric names as the table spells them."""
