@@ -26,8 +26,9 @@ MAX_SERIES = 200_000
 MAX_UNKNOWN_NAMES = 1_000  # unknown metric names listed one by one; the rest count together
 OTHER_UNKNOWN = "(other)"
 P95 = 0.95
-_CUMULATIVE = (MetricKind.CUMULATIVE, MetricKind.HISTOGRAM_CUMULATIVE)
-_HISTOGRAM = (MetricKind.HISTOGRAM_CUMULATIVE, MetricKind.HISTOGRAM_DELTA)
+# per kind (a `MetricKind` indexes them): whether its points run since a start, carry buckets
+_CUMULATIVE = np.isin(np.arange(len(MetricKind)), [MetricKind.CUMULATIVE, MetricKind.HISTOGRAM_CUMULATIVE])
+_HISTOGRAM = np.isin(np.arange(len(MetricKind)), [MetricKind.HISTOGRAM_CUMULATIVE, MetricKind.HISTOGRAM_DELTA])
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +116,9 @@ class MetricMeasures:
         value[delta] = batch.value[delta] / span[delta]
         hist_delta = kind == MetricKind.HISTOGRAM_DELTA
         value[hist_delta], count[hist_delta] = batch.value[hist_delta], batch.count[hist_delta]
-        cumulative = np.flatnonzero(np.isin(kind, _CUMULATIVE) & (measure >= 0))
+        cumulative = np.flatnonzero(_CUMULATIVE[kind] & (measure >= 0))
         p95 = self._cumulative(batch, cumulative, value, count, span)
-        histogram = np.flatnonzero(np.isin(kind, _HISTOGRAM) & (measure >= 0))
+        histogram = np.flatnonzero(_HISTOGRAM[kind] & (measure >= 0))
         for row in np.flatnonzero(hist_delta & (measure >= 0)).tolist():
             bounds, counts = batch.bucket_bounds[row], batch.bucket_counts[row]
             if bounds is not None and counts is not None:
@@ -161,7 +162,7 @@ class MetricMeasures:
         prev_start = np.where(same, start[prev], self._start[ids])
         prev_v = np.where(same, v[prev], self._value[ids])
         prev_c = np.where(same, c[prev], self._count[ids])
-        histogram = np.isin(batch.kind[rows], _HISTOGRAM)
+        histogram = _HISTOGRAM[batch.kind[rows]]
         seen = prev_t > 0  # a series' first point has nothing to count from: no rate
         reset = seen & ((start != prev_start) | (v < prev_v) | (histogram & (c < prev_c)))
         continued = seen & (t > prev_t) & ~reset

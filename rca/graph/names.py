@@ -102,10 +102,13 @@ def metric_nodes(names: Names, batch: MetricBatch, rows: npt.NDArray[np.int64]) 
     """The graph node of each of `rows`: services by name, GPUs and hosts as resource nodes
     (a GPU owned by the pod its exporter names, else by whoever its spans named)."""
     strings = batch.strings
-    columns = np.stack([batch.node[rows], batch.owner[rows], batch.placement[rows]], axis=1).astype(np.int64)
-    distinct, inverse = np.unique(columns, axis=0, return_inverse=True)
+    shape = (len(strings), len(strings) + 1, int(batch.placement.max(initial=0)) + 1)  # owner -1 → 0
+    code = np.ravel_multi_index((batch.node[rows], batch.owner[rows] + 1, batch.placement[rows]), shape)
+    distinct, inverse = np.unique(code, return_inverse=True)
     ids = np.empty(distinct.shape[0], np.int64)
-    for k, (node, owner, placement) in enumerate(distinct.tolist()):
+    parts = [part.tolist() for part in np.unravel_index(distinct, shape)]
+    for k, (node, owner_1, placement) in enumerate(zip(*parts, strict=True)):
+        owner = owner_1 - 1
         name = strings[node]
         known = names.node_ids.get(name)  # a node known from spans keeps its kind and owner
         if known is not None:

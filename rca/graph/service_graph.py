@@ -211,7 +211,7 @@ class ServiceGraph:
             self._late_metrics += int((~keep).sum())
             batch, window = batch.select(keep), window[keep]
         seen = self.measures.observe(batch)
-        self._metric_points += int(np.unique(seen.row).shape[0])
+        self._metric_points += int(np.count_nonzero(np.bincount(seen.row, minlength=len(batch))))
         nodes = metric_nodes(self.names, batch, seen.row)
         count_values(self.windows, window[seen.row], measure_key(nodes, seen.measure), seen.value, metrics=True)
         evict(self.windows, oldest_kept)
