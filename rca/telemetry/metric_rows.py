@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -67,6 +68,67 @@ def _resolve(metric: str, resource: Mapping[str, str], attributes: Mapping[str, 
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """A metric's series on one resource, in the order a request gave them: their ids and, per
+    series, the node and owner it places on (names) and how (`PLACED_*`)."""
+
+    resource: Mapping[str, str]
+    attributes: tuple[Mapping[str, str], ...]  # kept alive, so that `ids` are not reused
+    ids: tuple[int, ...]
+    series: list[int]
+    nodes: list[str]
+    owners: list[str | None]
+    placements: list[int]
+
+
+MAX_GROUPED_SERIES = 200_000  # series the groups hold in all before the memory starts again
+
+
+class _Groups:
+    """The groups by (metric, id(resource)), shared by every builder, bounded by the series they
+    hold: a flood of distinct series costs a fresh start, not memory."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[tuple[str, int], _Group] = {}
+        self.held = 0
+
+    def put(self, key: tuple[str, int], group: _Group) -> None:
+        old = self.by_key.pop(key, None)
+        self.held -= 0 if old is None else len(old.ids)
+        if self.held + len(group.ids) > MAX_GROUPED_SERIES:
+            self.by_key.clear()
+            self.held = 0
+        self.by_key[key] = group
+        self.held += len(group.ids)
+
+
+_GROUPS = _Groups()
+
+
+def _placement_code(p: Placement) -> int:
+    return PLACED_GPU if p.gpu else PLACED_HOST if p.host else PLACED_SERVICE
+
+
+def _group(
+    metric: str, resource: Mapping[str, str], attributes: Sequence[Mapping[str, str]], ids: tuple[int, ...]
+) -> _Group:
+    host_wide = metric.startswith(HOST_WIDE_PREFIX)
+    resolved = [_resolve(metric, resource, attrs, host_wide) for attrs in attributes]
+    places = [found[3] for found in resolved]
+    group = _Group(
+        resource,
+        tuple(attributes),
+        ids,
+        [hash((metric, found[2])) & _U64 for found in resolved],
+        [p.node for p in places],
+        [p.owner for p in places],
+        [_placement_code(p) for p in places],
+    )
+    _GROUPS.put((metric, id(resource)), group)
+    return group
+
+
 class MetricRows:
     """Data points gathered column by column; `build` validates them into a batch."""
 
@@ -101,7 +163,7 @@ class MetricRows:
         """The node and owner of a placement as string indices, and its placement code."""
         found = self._places.get(id(p))
         if found is None or found[0] is not p:
-            where = PLACED_GPU if p.gpu else PLACED_HOST if p.host else PLACED_SERVICE
+            where = _placement_code(p)
             owner = -1 if p.owner is None else self._string(p.owner)
             found = self._places[id(p)] = (p, self._string(p.node), owner, where)
         return found[1], found[2], found[3]
@@ -150,28 +212,26 @@ class MetricRows:
         values: Sequence[float],
     ) -> None:
         """The gauge or sum points of one metric, column by column (what `add` does per point,
-        its lookups inlined: this is the decoders' hot loop)."""
-        host_wide = metric.startswith(HOST_WIDE_PREFIX)
-        resource_id, resolved, places = id(resource), _RESOLVED, self._places
-        series, nodes, owners, placements = [], [], [], []
-        for attrs in attributes:
-            found = resolved.get((resource_id, id(attrs), host_wide))
-            if found is None or found[0] is not resource or found[1] is not attrs:
-                found = _resolve(metric, resource, attrs, host_wide)
-            at = places.get(id(found[3]))
-            node, owner, placement = at[1:] if at is not None and at[0] is found[3] else self._indices(found[3])
-            series.append(hash((metric, found[2])) & _U64)
-            nodes.append(node)
-            owners.append(owner)
-            placements.append(placement)
-        n = len(series)
+        for the whole metric at once: this is the decoders' hot loop). A scrape repeats a metric's
+        series in the same order request after request: their ids and places are kept per
+        (metric, resource, attribute mappings) and only looked up again when those change."""
+        key = (metric, id(resource))
+        ids = tuple(map(id, attributes))
+        group = _GROUPS.by_key.get(key)
+        if group is None or group.resource is not resource or group.ids != ids:
+            group = _group(metric, resource, attributes, ids)
+        strings, owners, nodes = self._strings, [], []
+        for owner, node in zip(group.owners, group.nodes, strict=True):  # interned as `_indices` does
+            owners.append(-1 if owner is None else strings.setdefault(owner, len(strings)))
+            nodes.append(strings.setdefault(node, len(strings)))
+        n = len(ids)
         self._time += times
         self._start += starts
-        self._series += series
+        self._series += group.series
         self._name += [self._string(metric)] * n
         self._node += nodes
         self._owner += owners
-        self._placement += placements
+        self._placement += group.placements
         self._kind += [int(kind)] * n
         self._value += values
         self._count += [0.0] * n
