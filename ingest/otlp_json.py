@@ -140,6 +140,24 @@ def as_list(value: object, path: str) -> list[Any]:
     return value
 
 
+_SIGNALS = ("Spans", "Logs", "Metrics", "Profiles")  # as OTLP names a request's resource lists
+
+
+def signal_resources(document: object, signal: str) -> list[Any]:
+    """The resource list of an OTLP/JSON request of `signal` (`Logs`, `Metrics`); `DecodeError`
+    when the body is not an object, or holds only another signal's resources."""
+    root = f"resource{signal}"
+    if not isinstance(document, dict):
+        raise DecodeError(
+            f"OTLP/JSON {signal.lower()} body must be an object with {root}, not {type(document).__name__}"
+        )
+    keys = (root, f"resource_{signal.lower()}")
+    others = (key for s in _SIGNALS if s != signal for key in (f"resource{s}", f"resource_{s.lower()}"))
+    if not any(key in document for key in keys) and (other := [k for k in others if k in document]):
+        raise DecodeError(f"OTLP/JSON with {other[0]} is not {signal.lower()} ({root})")
+    return as_list(get_field(document, *keys), f"$.{root}")
+
+
 def _kind(value: object, path: str) -> int:
     number = _KINDS.get(value) if isinstance(value, str) else integer(value, path)
     if number is None or number >= len(_KINDS):

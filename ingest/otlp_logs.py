@@ -128,13 +128,13 @@ class LogRecordColumns:
         return LogDecodeResult(batch, rejections)
 
 
-def _value(value: AnyValue) -> Any:
+def any_value_of(value: AnyValue) -> Any:
     """The Python value of an AnyValue, maps and arrays included (upb bounds the nesting)."""
     field = value.WhichOneof("value")
     if field == "kvlist_value":
-        return {kv.key: _value(kv.value) for kv in value.kvlist_value.values}
+        return {kv.key: any_value_of(kv.value) for kv in value.kvlist_value.values}
     if field == "array_value":
-        return [_value(v) for v in value.array_value.values]
+        return [any_value_of(v) for v in value.array_value.values]
     return None if field is None else getattr(value, field)
 
 
@@ -175,6 +175,6 @@ def decode_logs_protobuf(data: bytes) -> LogDecodeResult:
             ]
             times, observed, trace, span, numbers, texts, bodies = map(list, zip(*fields, strict=True))
             for k in [k for k, body in enumerate(bodies) if not body]:  # empty, or not a string
-                bodies[k] = body_text(_value(records[k].body))
+                bodies[k] = body_text(any_value_of(records[k].body))
             rows.extend(service, times, observed, trace, span, numbers, texts, bodies)
     return rows.build()

@@ -10,17 +10,23 @@ from typing import Any
 
 from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
 
-from ingest.otlp_json import any_value, as_list, as_object, attributes, get_field, hex_id, integer, load_json
+from ingest.otlp_json import (
+    any_value,
+    as_list,
+    as_object,
+    attributes,
+    get_field,
+    hex_id,
+    integer,
+    load_json,
+    signal_resources,
+)
 from ingest.otlp_logs import LogRecordColumns, body_text
 from rca.telemetry.logs import LOG_RESOURCE_KEYS, LogDecodeResult, log_service
 from rca.telemetry.spans import DecodeError
 
 MAX_BODY_DEPTH = 64  # arrays and maps nested in a body; deeper bodies are rejected
 _SEVERITY_NAMES: dict[str, int] = dict(SeverityNumber.items())
-_LOG_KEYS = ("resourceLogs", "resource_logs")
-_OTHER_SIGNALS = tuple(
-    key for s in ("Spans", "Metrics", "Profiles") for key in (f"resource{s}", f"resource_{s.lower()}")
-)
 _TIMES = (("timeUnixNano", "time_unix_nano"), ("observedTimeUnixNano", "observed_time_unix_nano"))
 _IDS = (("traceId", "trace_id"), ("spanId", "span_id"))
 Fields = tuple[int, int, bytes, bytes, int, str, str]
@@ -117,12 +123,9 @@ def _add_resource_logs(rows: LogRecordColumns, resource_logs: object, path: str)
 
 def decode_logs_document(document: object) -> LogDecodeResult:
     """A parsed OTLP/JSON ExportLogsServiceRequest → log records."""
-    if not isinstance(document, dict):
-        raise DecodeError(f"OTLP/JSON logs body must be an object with resourceLogs, not {type(document).__name__}")
-    if not any(key in document for key in _LOG_KEYS) and (other := [k for k in _OTHER_SIGNALS if k in document]):
-        raise DecodeError(f"OTLP/JSON with {other[0]} is not logs (resourceLogs)")
+    resources = signal_resources(document, "Logs")
     rows = LogRecordColumns()
-    for i, resource_logs in enumerate(as_list(get_field(document, *_LOG_KEYS), "$.resourceLogs")):
+    for i, resource_logs in enumerate(resources):
         _add_resource_logs(rows, resource_logs, f"$.resourceLogs[{i}]")
     return rows.build()
 

@@ -35,11 +35,11 @@ from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.common.v1 import common_pb2
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
 
-from ingest.otlp_logs import body_text
+from ingest.otlp_logs import any_value_of, body_text
 from rca.telemetry.metric_rows import MetricRows
 from rca.telemetry.metric_table import P95_SUFFIX
 from rca.telemetry.metrics import MetricDecodeResult, MetricKind
@@ -112,22 +112,12 @@ def add_summary(
             rows.add(name + P95_SUFFIX, MetricKind.GAUGE, resource, attributes, time, start, value)
 
 
-def _value(value: AnyValue) -> Any:
-    """The Python value of an AnyValue, maps and arrays included (upb bounds the nesting)."""
-    field = value.WhichOneof("value")
-    if field == "kvlist_value":
-        return {kv.key: _value(kv.value) for kv in value.kvlist_value.values}
-    if field == "array_value":
-        return [_value(v) for v in value.array_value.values]
-    return None if field is None else getattr(value, field)
-
-
 def attribute_texts(items: Iterable[KeyValue]) -> dict[str, str]:
     """Attributes as text (module docstring); string values, the common case, read directly."""
     items = list(items)
     out = {kv.key: kv.value.string_value for kv in items}
     if "" in out.values():  # empty, or not a string
-        out = {kv.key: body_text(_value(kv.value)) for kv in items}
+        out = {kv.key: body_text(any_value_of(kv.value)) for kv in items}
     return out
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
-from ingest.otlp_json import any_value, as_list, as_object, get_field, load_json
+from ingest.otlp_json import any_value, as_list, as_object, get_field, load_json, signal_resources
 from ingest.otlp_logs import body_text
 from ingest.otlp_metrics import (
     BAD_SCALE,
@@ -32,11 +32,8 @@ from ingest.otlp_metrics import (
 )
 from rca.telemetry.metric_rows import MetricRows
 from rca.telemetry.metrics import MetricDecodeResult, MetricKind
-from rca.telemetry.spans import DecodeError
 
 MAX_VALUE_DEPTH = 64  # arrays and maps nested in an attribute value; deeper ones are rejected
-_METRIC_KEYS = ("resourceMetrics", "resource_metrics")
-_OTHER_SIGNALS = tuple(key for s in ("Spans", "Logs", "Profiles") for key in (f"resource{s}", f"resource_{s.lower()}"))
 _DATA = (
     ("gauge", "gauge"),
     ("sum", "sum"),
@@ -278,14 +275,9 @@ def _add_resource_metrics(rows: MetricRows, resource_metrics: object, path: str)
 
 def decode_metrics_document(document: object) -> MetricDecodeResult:
     """A parsed OTLP/JSON ExportMetricsServiceRequest → data points."""
-    if not isinstance(document, dict):
-        raise DecodeError(
-            f"OTLP/JSON metrics body must be an object with resourceMetrics, not {type(document).__name__}"
-        )
-    if not any(key in document for key in _METRIC_KEYS) and (other := [k for k in _OTHER_SIGNALS if k in document]):
-        raise DecodeError(f"OTLP/JSON with {other[0]} is not metrics (resourceMetrics)")
+    resources = signal_resources(document, "Metrics")
     rows = MetricRows()
-    for i, resource_metrics in enumerate(as_list(get_field(document, *_METRIC_KEYS), "$.resourceMetrics")):
+    for i, resource_metrics in enumerate(resources):
         _add_resource_metrics(rows, resource_metrics, f"$.resourceMetrics[{i}]")
     return rows.build()
 

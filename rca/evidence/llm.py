@@ -336,9 +336,9 @@ def communicators(x: LlmExtractor, present: Index, pairs: Index) -> Index:
 def request_timers(x: LlmExtractor, present: Index) -> npt.NDArray[np.bool_]:
     """Per node of `present` (graph node ids, ascending), whether it times whole LLM requests
     (TTFT, prefill, decode or e2e: an engine), timings that include the work of all it waits on."""
-    table = x.series.signals
-    timers = [_by_signal(table, time)[0] for time, _, _ in PER_TOKEN]
-    return np.isin(present, np.concatenate(timers)) if timers else np.zeros(present.shape[0], np.bool_)
+    timers = np.concatenate([_by_signal(x.series.signals, time)[0] for time, _, _ in PER_TOKEN])
+    engine: npt.NDArray[np.bool_] = np.isin(present, timers)
+    return engine
 
 
 def engine_gpus(names: Names, present: Index) -> Index:

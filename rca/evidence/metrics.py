@@ -37,7 +37,8 @@ def metric_rows(x: LlmExtractor, table: MetricTable, measures: list[str]) -> dic
         mine = np.flatnonzero(measure == m)
         nodes, sums = measure_node(metrics.keys[mine]), metrics.sums[mine]
         if rule.share_of is not None:
-            nodes, sums = _share(nodes, sums, *_partner(rules, rule.share_of, measure, metrics.keys, metrics.sums))
+            partner = table.rule(rule.share_of)
+            nodes, sums = _share(nodes, sums, *_partner(rules, partner, measure, metrics.keys, metrics.sums))
         text = f"{PREFIX}{rule.signal}:{measures[m]}"
         labels = Labels(text, np.full(nodes.shape[0], -1, np.int64))
         rows = level_rows(x, nodes, sums, labels, rule.direction)
@@ -47,9 +48,11 @@ def metric_rows(x: LlmExtractor, table: MetricTable, measures: list[str]) -> dic
     return out
 
 
-def _partner(rules: dict[int, MetricRule], name: str, measure: Index, keys: Index, sums: Array) -> tuple[Index, Array]:
-    """The nodes and window sums of the measure named `name` (as any spelling the table matches)."""
-    found = [m for m, rule in rules.items() if rule.name.lower() == name.lower()]
+def _partner(
+    rules: dict[int, MetricRule], partner: MetricRule | None, measure: Index, keys: Index, sums: Array
+) -> tuple[Index, Array]:
+    """The nodes and window sums of the measures `partner` is the rule of (every spelling of it)."""
+    found = [m for m, rule in rules.items() if rule is partner]
     mine = np.flatnonzero(np.isin(measure, found))
     return measure_node(keys[mine]), sums[mine]
 
