@@ -13,7 +13,8 @@ healthy density of no width.
 The objective is the complete-data likelihood of every case's scores given its true (root,
 class), which learns the densities, activations and relation weights, plus the log probability of
 the true root under the tempered posterior (`models.posterior`'s own functions), which learns the
-temperature: it makes the top probability match the top-1 accuracy. `health_model` takes tensors
+temperature with the rest (`models.fitting.calibrated` then sets it so that the top probability
+matches the top-1 accuracy). `health_model` takes tensors
 (`CaseBatch`), `health_guide` is `AutoDelta` (MAP) started at given parameters, and `learn` runs a
 fixed, seeded number of ClippedAdam steps.
 """

@@ -7,6 +7,7 @@ Training and test cases come from disjoint seeds of the same scenarios, as `benc
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,19 @@ def load_params_roundtrip(params: HealthParams) -> HealthParams:
         path = Path(folder) / "params.json"
         save_params(params, path)
         return load_params(path)
+
+
+def test_the_fit_sets_the_temperature_that_calibrates_its_own_cases(
+    cases: dict[int, list[Case]], ranker: BayesianRanker
+) -> None:
+    training = [case for seed in TRAINING for case in cases[seed]]
+    fitted = calibration(training, ranker.params_)
+    assert fitted.gap <= 0.02, fitted
+    # Either way of that temperature the two part: sharper is overconfident, flatter underconfident.
+    sharper = calibration(training, replace(ranker.params_, temperature=ranker.params_.temperature / 2))
+    flatter = calibration(training, replace(ranker.params_, temperature=ranker.params_.temperature * 2))
+    assert sharper.mean_top1_probability - sharper.top1_accuracy > 0.02
+    assert flatter.top1_accuracy - flatter.mean_top1_probability > 0.02
 
 
 def test_held_out_top1_probability_tracks_top1_accuracy(cases: dict[int, list[Case]], ranker: BayesianRanker) -> None:
