@@ -109,12 +109,13 @@ Export = Callable[..., bytes]
 
 
 def _replay(export: Export, export_logs: Export, export_metrics: Export, case: BenchCase) -> ServiceGraph:
-    """Sends the case's spans, then its log records, then its data points, up to the cut over
-    gRPC, as `models.training.simulated_case` adds them; returns the same spans as a local graph."""
+    """Sends the case's spans that ended by the cut (an exporter sends a span once it ends), then
+    its log records and data points before the cut, over gRPC, as `models.training.simulated_case`
+    adds them; returns the same spans as a local graph."""
     cut = case.alert_ns + REPLAY_PAST_ALERT_NS
     local = ServiceGraph(retention_seconds=3600.0)
     for batch in case.batches:
-        part = batch.select(batch.start_ns < cut)
+        part = batch.ended_before(cut)
         local.add(part)
         for message in encode_batch(part, max_spans=4096):
             export(message, timeout=30)

@@ -64,7 +64,7 @@ def live_case(scenario: str, seed: int, rate: float) -> tuple[SimulatedCase, int
     cut = _first_alert_ns(case) + PAST_ALERT_NS
     sent = [(w, t) for w, t in zip(case.webhooks, case.webhook_times_ns, strict=True) if t <= cut]
     firing = [(w, t) for w, t in sent if w.get("status") == "firing"]
-    batches = tuple(b.select(b.start_ns < cut) for b in case.batches)
+    batches = tuple(b.ended_before(cut) for b in case.batches)
     logs = tuple(b.select(b.time_ns < cut) for b in case.logs)
     trimmed = replace(
         case,

@@ -53,8 +53,8 @@ def simulated_case(
     graph = ServiceGraph(retention_seconds=3600.0)
     alert_ns = min(parse_rfc3339_ns(str(a["startsAt"])) or 0 for w in case.webhooks for a in w["alerts"])  # type: ignore[attr-defined]
     cut_ns = alert_ns + REPLAY_PAST_ALERT_NS
-    for batch in case.batches:  # what the benchmark replays before its webhook: spans, logs, data points
-        graph.add(batch.select(batch.start_ns < cut_ns))
+    for batch in case.batches:  # what the benchmark replays before its webhook: spans ended, logs, data points
+        graph.add(batch.ended_before(cut_ns))
     for logs in case.logs:
         graph.add_logs(logs.select(logs.time_ns < cut_ns))
     for points in case.metrics:

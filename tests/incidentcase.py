@@ -45,7 +45,7 @@ def live_incident(
         with grpc.insecure_channel(server.otlp_grpc) as channel:
             export = channel.unary_unary(EXPORT)
             for batch in case.batches:
-                for message in encode_batch(batch.select(batch.start_ns < cut), max_spans=4096):
+                for message in encode_batch(batch.ended_before(cut), max_spans=4096):
                     export(message, timeout=30)
         incident_id = ""
         for sent_ns, webhook in zip(case.webhook_times_ns, case.webhooks, strict=True):

@@ -114,7 +114,8 @@ def test_replay_sends_the_spans_then_the_log_records_before_the_cut() -> None:
     bodies = [b for signal, m in sent if signal == "logs" for b in decode_logs_protobuf(m).batch.body]
     assert bodies == ["record 0", "record 1", "record 2"]  # the second batch lies past the cut: nothing
     spans = [decode_protobuf(m).batch for signal, m in sent if signal == "traces"]
-    assert max(int(b.start_ns.max()) for b in spans) < cut
+    assert max(int(b.end_ns.max()) for b in spans) < cut  # spans that ended by then: exported
+    assert sum(map(len, spans)) == sum(len(b.ended_before(cut)) for b in case.batches)
 
 
 def test_nezha_case_logs_move_with_their_spans_and_still_join() -> None:

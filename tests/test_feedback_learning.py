@@ -63,7 +63,7 @@ def _replay(service: Service, client: TestClient, seed: int) -> tuple[str, Truth
     case = simulate(FAMILY, seed=seed, profile=PROFILE)
     cut = _first_alert_ns(case) + PAST_ALERT_NS
     for spans in case.batches:
-        service.writer.submit(spans.select(spans.start_ns < cut))
+        service.writer.submit(spans.ended_before(cut))
     for logs in case.logs:
         service.writer.submit(logs.select(logs.time_ns < cut))
     incident = ""

@@ -50,9 +50,7 @@ def writer() -> Iterator[GraphWriter]:
 
 
 def pull_for(url: str, writer: GraphWriter) -> PrometheusPull:
-    return PrometheusPull(
-        url, writer=writer, table=MetricTable.default(), window_seconds=case.WINDOW_S, timeout_s=5.0
-    )
+    return PrometheusPull(url, writer=writer, table=MetricTable.default(), window_seconds=case.WINDOW_S, timeout_s=5.0)
 
 
 def gpu_means(graph: ServiceGraph, node: str, start_ns: int, end_ns: int) -> float:

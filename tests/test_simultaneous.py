@@ -176,7 +176,7 @@ def _ranked(case: Overlaid) -> Ranking:
     graph = ServiceGraph(retention_seconds=3600.0)
     cut = case.alert_ns + PAST_ALERT_NS
     for b in case.batches:
-        graph.add(b.select(b.start_ns < cut))
+        graph.add(b.ended_before(cut))
     start, end = case.alert_ns - LOOKBACK_NS, graph.newest_ns + 1
     return BayesianRanker().rank(graph, alert_nodes=case.services, start_ns=start, end_ns=end)
 
@@ -243,7 +243,7 @@ def test_the_api_serves_several_roots_in_the_contract_shape(tmp_path: Path) -> N
     body = {"version": "4", "status": "firing", "receiver": "rca", "alerts": list(case.alerts)}
     with api_app(tmp_path / "rca.db") as (app, writer):
         for b in case.batches:
-            writer.submit(b.select(b.start_ns < cut))
+            writer.submit(b.ended_before(cut))
         client = TestClient(app)
         answer = client.post("/webhooks/alertmanager", json=body)
         assert answer.status_code == 200, answer.text

@@ -99,6 +99,11 @@ class SpanBatch:
             strings=(),
         )
 
+    def ended_before(self, cut_ns: int) -> SpanBatch:
+        """The spans an exporter has sent by `cut_ns`: a span is exported once it ends, so a
+        request still running then is not among them, nor are its later children."""
+        return self.select(self.end_ns < cut_ns)
+
     def select(self, mask: npt.NDArray[np.bool_]) -> SpanBatch:
         """The rows where `mask` holds, sharing the string table."""
         return SpanBatch(
