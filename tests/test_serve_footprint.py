@@ -8,12 +8,8 @@ from pathlib import Path
 from tests.conftest import Server
 
 
-def _mapped(pid: int) -> str:
-    return Path(f"/proc/{pid}/maps").read_text()
-
-
 def test_the_server_leaves_pandas_unloaded_though_scikit_learn_would_import_it(server: Server) -> None:
-    maps = _mapped(server.process.pid)
+    maps = Path(f"/proc/{server.process.pid}/maps").read_text()
     assert "/sklearn/" in maps  # the alert clustering's compiled modules: the map lists extension modules
     if importlib.util.find_spec("pandas") is not None:  # the bench extra installs it
         assert "/pandas/" not in maps
