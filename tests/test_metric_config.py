@@ -68,6 +68,7 @@ def test_entries_extend_and_override_the_built_in_table(tmp_path: Path) -> None:
         ('[[metrics.map]]\nsignal = "s"\nfault = "errors"\n', "name must be"),
         ('[[metrics.map]]\nname = "x"\nsignal = "s"\nfault = "errors"\nshare_of = "X"\n', "share_of must name"),
         ('[[metrics.map]]\nname = "x"\nsignal = "s"\nfault = "errors"\nshare_of = 3\n', "share_of must name"),
+        ('[[metrics.map]]\nname = "x"\nsignal = "s"\nfault = "errors"\npeers = "all"\n', "peers 'all' is not"),
     ],
 )
 def test_a_bad_metrics_table_stops_startup_naming_it(tmp_path: Path, text: str, says: str) -> None:

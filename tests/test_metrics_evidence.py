@@ -21,10 +21,12 @@ ONSET = 90  # the fault starts at the 90th scrape
 POD = "vllm-engine-7d9f8b6c5d-x2x4z"
 
 
-def _gpus(before: float, straggler: float, peers: float, nvlink_drop: float = 1.0, seed: int = 0) -> ServiceGraph:
+def _gpus(
+    before: float, straggler: float, peers: float, nvlink_drop: float = 1.0, slow_link: int | None = None, seed: int = 0
+) -> ServiceGraph:
     """Four GPUs of one engine scraped from DCGM: DRAM activity `before` the onset, then the
-    straggler (GPU 2) at `straggler` and its peers at `peers`; every GPU's NVLink traffic times
-    `nvlink_drop` after the onset."""
+    straggler (GPU 2) at `straggler` and its peers at `peers`; NVLink traffic times `nvlink_drop`
+    after the onset on GPU `slow_link`, or on every GPU where it is None."""
     rng = np.random.default_rng(seed)
     rows = MetricRows()
     for k in range(1, POINTS + 1):
@@ -34,7 +36,8 @@ def _gpus(before: float, straggler: float, peers: float, nvlink_drop: float = 1.
             labels = {"gpu": str(gpu), "Hostname": "node-a", "exported_pod": POD, "pod": "dcgm-exporter-x7k2p"}
             t = T0 + k * SCRAPE_S * S
             dram = level + 0.01 * rng.standard_normal()
-            nvlink = 4e10 * (nvlink_drop if after else 1.0) * (1 + 0.02 * rng.standard_normal())
+            dropped = after and slow_link in (None, gpu)
+            nvlink = 4e10 * (nvlink_drop if dropped else 1.0) * (1 + 0.02 * rng.standard_normal())
             rows.add(
                 "DCGM_FI_PROF_DRAM_ACTIVE", MetricKind.GAUGE, {"service.name": "dcgm-exporter"}, labels, t, 0, dram
             )
@@ -67,23 +70,40 @@ def test_the_straggler_gpu_scores_bandwidth_and_its_waiting_peers_do_not() -> No
     for peer in ("gpu:node-a/0", "gpu:node-a/1", "gpu:node-a/3"):
         assert _score(evidence, peer, Fault.GPU_MEMORY_BANDWIDTH) == 0.0
     row = evidence.index("gpu:node-a/2")
-    assert evidence.signal[row][F[Fault.GPU_MEMORY_BANDWIDTH]] == "metric.gpu_dram_active:DCGM_FI_PROF_DRAM_ACTIVE"
-    assert evidence.observed[row, F[Fault.GPU_MEMORY_BANDWIDTH]] > 0.9
+    # Beside its peers, its share of the two levels rose from a half to 0.95 / (0.95 + 0.4).
+    signal = evidence.signal[row][F[Fault.GPU_MEMORY_BANDWIDTH]]
+    assert signal == "metric.gpu_dram_active_among_peers:DCGM_FI_PROF_DRAM_ACTIVE"
+    assert evidence.baseline[row, F[Fault.GPU_MEMORY_BANDWIDTH]] == pytest.approx(0.5, abs=0.01)
+    assert evidence.observed[row, F[Fault.GPU_MEMORY_BANDWIDTH]] == pytest.approx(0.95 / 1.35, abs=0.01)
     # One engine's GPUs, seen only in metrics, run in lockstep: one group, and no NCCL communicator.
     gpus = [evidence.index(f"gpu:node-a/{g}") for g in range(4)]
     assert len({int(evidence.lockstep[g]) for g in gpus}) == 1 and evidence.lockstep[gpus[0]] >= 0
     assert (evidence.communicator == -1).all()
 
 
-def test_a_rise_that_stays_below_the_tables_healthy_level_is_no_bandwidth_evidence() -> None:
-    evidence = _evidence(_gpus(before=0.3, straggler=0.5, peers=0.3))
-    assert _score(evidence, "gpu:node-a/2", Fault.GPU_MEMORY_BANDWIDTH) == 0.0
+def test_every_gpu_rising_alike_below_the_tables_healthy_level_is_no_bandwidth_evidence() -> None:
+    # Load: each GPU's share beside its peers stays a half, and 0.5 is below the gate's 0.75.
+    evidence = _evidence(_gpus(before=0.3, straggler=0.5, peers=0.5))
+    for gpu in range(4):
+        assert _score(evidence, f"gpu:node-a/{gpu}", Fault.GPU_MEMORY_BANDWIDTH) < 3.0  # noise
+    # Past the gate the level alone counts, whatever the peers do.
+    saturated = _evidence(_gpus(before=0.6, straggler=0.97, peers=0.97))
+    assert _score(saturated, "gpu:node-a/1", Fault.GPU_MEMORY_BANDWIDTH) > 10
 
 
-def test_nvlink_traffic_falling_points_to_nccl_and_rising_does_not() -> None:
-    falling = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, nvlink_drop=0.3))
-    assert _score(falling, "gpu:node-a/1", Fault.NCCL_COMMUNICATION) > 10
-    rising = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, nvlink_drop=2.0))
+def test_one_gpus_nvlink_traffic_falling_points_to_nccl_and_every_gpus_alike_does_not() -> None:
+    slow = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, nvlink_drop=0.3, slow_link=1))
+    assert _score(slow, "gpu:node-a/1", Fault.NCCL_COMMUNICATION) > 10
+    row = slow.index("gpu:node-a/1")
+    signal = "metric.nvlink_tx_bytes_per_s_among_peers:DCGM_FI_PROF_NVLINK_TX_BYTES"
+    assert slow.signal[row][F[Fault.NCCL_COMMUNICATION]] == signal
+    assert _score(slow, "gpu:node-a/0", Fault.NCCL_COMMUNICATION) < 1.0  # its peers' mean fell: its share rose
+    # Every GPU's traffic falling alike is throughput (load, or a straggler anywhere): no link of
+    # one GPU is slow. Only GPUs without peers read their level alone.
+    everywhere = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, nvlink_drop=0.3))
+    for gpu in range(4):
+        assert _score(everywhere, f"gpu:node-a/{gpu}", Fault.NCCL_COMMUNICATION) < 3.0  # noise
+    rising = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, nvlink_drop=2.0, slow_link=1))
     assert _score(rising, "gpu:node-a/1", Fault.NCCL_COMMUNICATION) == 0.0
 
 

@@ -347,19 +347,26 @@ def engine_gpus(names: Names, present: Index) -> Index:
     -1 for other nodes and for a service's only GPU (as each rank's GPU in traced workers is: those
     ranks' collectives say more, `communicators`)."""
     out = np.full(present.shape[0], -1, np.int64)
-    inside = present < len(names.nodes)  # the others are callees' network nodes
-    rows = [
-        k
-        for k, node in enumerate(present.tolist())
-        if inside[k]
+    owners = gpu_owners(names, present)
+    rows = np.flatnonzero(owners >= 0)
+    engines, group, size = np.unique(owners[rows], return_inverse=True, return_counts=True)
+    if engines.shape[0]:
+        shared = size[group] > 1
+        out[rows[shared]] = np.unique(group[shared], return_inverse=True)[1]
+    return out
+
+
+def gpu_owners(names: Names, nodes: Index) -> Index:
+    """Per node id (network nodes' ids past the graph's nodes allowed), the service owning it where
+    it is a GPU (`gpu:{host}/{index}`) that a service owns; -1 elsewhere."""
+    owned = [
+        names.owners[node]
+        if node < len(names.nodes)  # the others are callees' network nodes
         and names.kinds[node] is NodeKind.RESOURCE
         and names.nodes[node].startswith(GPU_PREFIX)
         and names.owners[node] != node
         and names.kinds[names.owners[node]] is NodeKind.SERVICE
+        else -1
+        for node in nodes.tolist()
     ]
-    owners = np.asarray([names.owners[int(present[k])] for k in rows], np.int64)
-    engines, group, size = np.unique(owners, return_inverse=True, return_counts=True)
-    if engines.shape[0]:
-        shared = size[group] > 1
-        out[np.asarray(rows, np.int64)[shared]] = np.unique(group[shared], return_inverse=True)[1]
-    return out
+    return np.asarray(owned, np.int64)

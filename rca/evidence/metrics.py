@@ -4,15 +4,16 @@ A row is the window means of the measure's observations on the node (`rca.graph.
 scored for a shift the way its table entry says a fault moves it (up, down or either way), and
 gated between the entry's healthy and faulty levels where it names them. Rows go to the class
 their entry points to, beside the span and log rows of that class, and read `metric.{signal}:
-{metric name}` in the evidence.
+{metric name}` in the evidence. An entry with `peers` also scores each GPU that runs in lockstep
+with others of its engine by its share beside their mean (`metric.{signal}_among_peers:{name}`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rca.evidence.llm import LlmExtractor, gate, level_rows
-from rca.evidence.rows import Array, Index, Labels, Rows, merge_rows
+from rca.evidence.llm import LlmExtractor, gate, gpu_owners, level_rows
+from rca.evidence.rows import Array, Index, Labels, Rows, merge_rows, per_window_mean
 from rca.graph.accumulators import SignalSum
 from rca.graph.keys import measure_node, measure_of
 from rca.telemetry.faults import Fault
@@ -39,13 +40,48 @@ def metric_rows(x: LlmExtractor, table: MetricTable, measures: list[str]) -> dic
         if rule.share_of is not None:
             partner = table.rule(rule.share_of)
             nodes, sums = _share(nodes, sums, *_partner(rules, partner, measure, metrics.keys, metrics.sums))
-        text = f"{PREFIX}{rule.signal}:{measures[m]}"
-        labels = Labels(text, np.full(nodes.shape[0], -1, np.int64))
-        rows = level_rows(x, nodes, sums, labels, rule.direction)
+        if rule.peers is not None:
+            grouped, shares = _among_peers(gpu_owners(x.names, nodes), nodes, sums)
+            label = f"{PREFIX}{rule.signal}_among_peers:{measures[m]}"
+            peer_rows = level_rows(x, grouped, shares, _labels(label, grouped), rule.direction)
+            out[rule.fault] = merge_rows(out[rule.fault], peer_rows) if rule.fault in out else peer_rows
+            if rule.peers == "only":
+                alone = ~np.isin(nodes, grouped)
+                nodes, sums = nodes[alone], sums[alone]
+        rows = level_rows(x, nodes, sums, _labels(f"{PREFIX}{rule.signal}:{measures[m]}", nodes), rule.direction)
         if rule.healthy is not None and rule.faulty is not None:
             gate(rows, rule.healthy, rule.faulty)
         out[rule.fault] = merge_rows(out[rule.fault], rows) if rule.fault in out else rows
     return out
+
+
+def _labels(text: str, nodes: Index) -> Labels:
+    return Labels(text, np.full(nodes.shape[0], -1, np.int64))
+
+
+def _among_peers(owner: Index, nodes: Index, sums: Array) -> tuple[Index, Array]:
+    """The nodes with peers (others of the same `owner`, where it is not -1) and the window sums
+    of each one's share of its level plus its peers' mean level, the peers that had readings in
+    the window: what their common load moves cancels, a straggler or a slow link stands out."""
+    grouped = owner >= 0
+    _, group, size = np.unique(owner[grouped], return_inverse=True, return_counts=True)
+    keep = np.flatnonzero(grouped)[size[group] > 1]
+    if keep.shape[0] == 0:
+        return np.zeros(0, np.int64), np.zeros((0, *sums.shape[1:]))
+    _, group = np.unique(owner[keep], return_inverse=True)
+    mine = sums[keep]
+    count = mine[:, :, SignalSum.COUNT]
+    mean = np.nan_to_num(per_window_mean(mine[:, :, SignalSum.SUM], count))
+    read = (count > 0).astype(np.float64)
+    total, readers = np.zeros((group.max() + 1, mean.shape[1])), np.zeros((group.max() + 1, mean.shape[1]))
+    np.add.at(total, group, mean)
+    np.add.at(readers, group, read)
+    others = readers[group] - read
+    with np.errstate(invalid="ignore", divide="ignore"):
+        peers = np.where(others > 0, (total[group] - mean) / np.maximum(others, 1.0), 0.0)
+    weight = np.where(others > 0, count, 0.0)
+    peer_sums = np.stack([weight, peers * weight, peers * peers * weight], axis=-1)
+    return _share(nodes[keep], mine, nodes[keep], peer_sums)
 
 
 def _partner(

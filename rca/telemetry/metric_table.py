@@ -20,7 +20,8 @@ from rca.telemetry.faults import Fault
 P95_SUFFIX = ":p95"
 _TOTAL = "_total"
 DIRECTIONS = {"up": 1, "down": -1, "either": 0}
-_FIELDS = frozenset({"name", "signal", "fault", "direction", "scale", "healthy", "faulty", "share_of"})
+PEERS = ("also", "only")
+_FIELDS = frozenset({"name", "signal", "fault", "direction", "scale", "healthy", "faulty", "share_of", "peers"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,10 @@ class MetricRule:
     and an optional gate between `healthy` and `faulty` levels. With `share_of`, the row reads the
     measure's share of itself plus that metric's measure on the same node (node_exporter's local
     NUMA allocations of all, say), which load moves for both alike; a rule with `measured_only`
-    is such a partner that no entry maps: measured, no row of its own."""
+    is such a partner that no entry maps: measured, no row of its own. With `peers`, a GPU that
+    runs in lockstep with others of its engine (the GPUs one service owns) also reads the
+    measure's share of itself plus its peers' mean, ungated, which their common load moves alike
+    and a straggler or a slow link does not: "also" beside its level's row, "only" instead of it."""
 
     name: str
     signal: str
@@ -41,6 +45,7 @@ class MetricRule:
     faulty: float | None = None
     share_of: str | None = None
     measured_only: bool = False
+    peers: str | None = None
 
 
 def _number(entry: Mapping[str, object], key: str, where: str) -> float | None:
@@ -76,7 +81,11 @@ def parse_rule(entry: object, where: str) -> MetricRule:
     share_of = entry.get("share_of")
     if share_of is not None and (not isinstance(share_of, str) or not share_of or share_of.lower() == name.lower()):
         raise ValueError(f"{where} ({name}): share_of must name another metric")
-    return MetricRule(name, signal, Fault(fault), DIRECTIONS[str(direction)], scale, healthy, faulty, share_of)
+    peers = entry.get("peers")
+    if peers is not None and peers not in PEERS:
+        raise ValueError(f"{where} ({name}): peers {peers!r} is not one of {', '.join(PEERS)}")
+    sign = DIRECTIONS[str(direction)]
+    return MetricRule(name, signal, Fault(fault), sign, scale, healthy, faulty, share_of, peers=peers and str(peers))
 
 
 def parse_rules(entries: object, where: str) -> tuple[MetricRule, ...]:
