@@ -6,7 +6,8 @@ on seven kinds of other nodes (`Relation`): its ancestors (the candidates that r
 on the way to an alerting node), apart those that time whole LLM requests (`NodeEvidence.engine`:
 an engine's TTFT, decode and e2e include the time of all it waits on, where a caller's self time
 does not); the uninstrumented callees whose only evidence is the root's own
-client spans; its siblings (called by one of its callers: replicas that take shed load); the
+client spans; its siblings (called by one of its callers, both services of their own: replicas
+that take shed load, where a GPU is no replica of its host); the
 network nodes of its callees, measured by its own client calls; the ranks of its communicator
 (`NodeEvidence.communicator`), which wait for it in every collective; and the other GPUs of its
 engine where metrics alone show them (`NodeEvidence.lockstep`), which idle while it is slow.
@@ -34,7 +35,7 @@ class Relation(IntEnum):
     NONE = 0
     ANCESTOR = 1
     MEASURED = 2  # an uninstrumented callee of r, seen only through r's client spans
-    PEER = 3  # a sibling of r: called by one of r's callers, not in r's communicator (replicas)
+    PEER = 3  # a sibling service of r: called by one of r's callers, not in r's communicator (replicas)
     NETWORK = 4  # the network node of one of r's callees, timed by r's client calls
     COLLECTIVE = 5  # a rank in r's communicator (lockstep collectives): it waits for r
     LOCKSTEP = 6  # another GPU of r's engine, known from metrics: it idles while r is slow
@@ -97,7 +98,9 @@ def causal_structure(
     direct = inner.toarray() > 0
     reach = np.isfinite(shortest_path(inner, directed=True, unweighted=True))
     relation = np.zeros((candidates.shape[0], candidates.shape[0]), np.int8)
-    services = np.ones(candidates.shape[0], np.bool_)  # replicas are services: not virtual, not network
+    # Replicas are services: not virtual, not network, and their own owners (a GPU is its
+    # engine's, not a replica of the host or the other devices its engine also calls).
+    services = np.ones(candidates.shape[0], np.bool_) if owner is None else owner[candidates] == candidates
     for mask in (virtual, network):
         if mask is not None:
             services &= ~mask[candidates]

@@ -94,6 +94,16 @@ def test_candidates_are_what_the_alerting_node_depends_on() -> None:
     assert structure.relation.tolist() == [[Relation.NONE, Relation.NONE], [Relation.ANCESTOR, Relation.NONE]]
 
 
+def test_siblings_are_peers_only_where_both_are_services_of_their_own() -> None:
+    # An engine (0) calls two replicas of a service (1, 2), a GPU it owns (3) and its host (4).
+    edges = np.array([[0, 1], [0, 2], [0, 3], [0, 4]])
+    relation = causal_structure(5, edges, [0], owner=np.array([0, 1, 2, 0, 4])).relation
+    assert relation[1, 2] == relation[2, 1] == Relation.PEER  # replicas take each other's shed load
+    for gpu, other in ((3, 4), (3, 1)):  # a GPU is no replica of its host or of a service
+        assert relation[gpu, other] == relation[other, gpu] == Relation.NONE
+    assert relation[1, 4] == Relation.PEER  # both their own owners
+
+
 def test_a_callee_seen_only_through_the_roots_client_spans_is_explained_by_it() -> None:
     # 0 -> 1 (service) -> 2 (virtual: redis). 1 errors in itself; its redis client spans error too.
     score = np.zeros((3, N_FAULTS))
