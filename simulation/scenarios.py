@@ -118,7 +118,8 @@ def simulate(
     mean requests per second (default: the topology's times the profile's draw, ~20-60k spans a
     case). Every level, size and layout is drawn from `profile`. `style` is what the telemetry
     looks like: rca's own span conventions, or what a real deployment emits (`real_style`: vLLM's
-    spans and scraped metrics, from the same requests). Deterministic per seed."""
+    spans and scraped metrics, from the same requests). Deterministic per seed and start
+    (scrapes fall on the start's clock, so another start draws another case of the same seed)."""
     if style not in STYLES:
         raise ValueError(f"unknown style {style!r}; known: {', '.join(STYLES)}")
     topology, fault, variant = parse(scenario)
