@@ -178,9 +178,18 @@ def _tables(
         params,
     )
     other_lr, other_single = _log_lr(*other, params)  # (nodes, states, F)
-    pair = log_pair_ratio((weight[:, None, :], other[0]), (log_lr[:, None, :], other_lr[at]))
     measured = mask[node]
-    table = np.where(measured[:, None, :], pair - single[:, None, :] - other_single[at], 0.0).sum(axis=2)
+    row, signal = np.nonzero(measured)  # the measured scores only: (M,), row-major
+    theirs = at[row]
+    pair = log_pair_ratio(
+        (weight[row, signal][:, None], np.broadcast_to(other[0], other_lr.shape)[theirs, :, signal]),
+        (log_lr[row, signal][:, None], other_lr[theirs, :, signal]),
+    )  # (M, states)
+    cell = pair - single[row, signal][:, None] - other_single[theirs, :, signal]
+    table = np.zeros((node.shape[0], other_lr.shape[1]))
+    if row.shape[0]:
+        starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+        table[row[starts]] = np.add.reduceat(cell, starts, axis=0)
     return np.where(measured, single, 0.0).sum(axis=1), table
 
 

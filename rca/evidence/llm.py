@@ -24,7 +24,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from rca.evidence.changepoint import Shift
-from rca.evidence.rows import Array, Index, Labels, Rows, find_sorted, merge_rows, per_window_mean
+from rca.evidence.rows import Array, Index, Labels, Rows, find_sorted, merge_rows, per_window_mean, sum_rows
 from rca.graph.accumulators import OpSum, SignalSum
 from rca.graph.keys import high, low, pair_key, signal_node, signal_of
 from rca.graph.names import Names, NodeKind
@@ -207,16 +207,12 @@ def _gpu_compute(x: LlmExtractor) -> tuple[Index, Array, Array]:
     """GPU nodes, their compute seconds per window (self time less lockstep wait) and calls."""
     ops = x.series.ops
     node = x.node_of[ops.keys]
-    kinds = x.names.kinds
-    resource = np.fromiter((kind is NodeKind.RESOURCE for kind in kinds), np.bool_, len(kinds))
+    resource = x.names.of_kind(NodeKind.RESOURCE)
     rows = np.flatnonzero(resource[node])
     nodes, group = np.unique(node[rows], return_inverse=True)
     s = ops.sums[rows]
     busy = s[:, :, OpSum.DURATION] - s[:, :, OpSum.CHILD_DURATION] - s[:, :, OpSum.WAIT]
-    compute, calls = np.zeros((nodes.shape[0], ops.sums.shape[1])), np.zeros((nodes.shape[0], ops.sums.shape[1]))
-    np.add.at(compute, group, busy)
-    np.add.at(calls, group, s[:, :, OpSum.CALLS])
-    return nodes, compute, calls
+    return nodes, sum_rows(group, busy, nodes.shape[0]), sum_rows(group, s[:, :, OpSum.CALLS], nodes.shape[0])
 
 
 def _per_token(nodes: Index, total: Array, weight: Array, served: Array, label: str) -> list[Part]:

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rca.evidence.changepoint import Shift
-from rca.evidence.rows import Array, Index, Labels, Rows, binomial_score, merge_rows, per_window_mean
+from rca.evidence.rows import Array, Index, Labels, Rows, binomial_score, merge_rows, per_window_mean, sum_rows
 from rca.graph.accumulators import LogSum
 from rca.graph.keys import high, low
 from rca.graph.series import Table
@@ -51,13 +51,6 @@ class LogRows:
     call_structure: Rows
 
 
-def _per_group(group: Index, values: Array, groups: int) -> Array:
-    """(groups, windows) sums of `values` rows by `group`."""
-    out = np.zeros((groups, values.shape[1]))
-    np.add.at(out, group, values)
-    return out
-
-
 def _template_rows(
     x: LogExtractor,
     table: Table,
@@ -72,8 +65,8 @@ def _template_rows(
     groups, row_group = np.unique(group, return_inverse=True)
     records = table.sums[:, :, LogSum.RECORDS]
     error = table.sums[:, :, LogSum.ERRORS].sum(axis=1) > ERROR_TEMPLATE_SHARE * records.sum(axis=1)
-    every = _per_group(row_group, records, groups.shape[0])[row_group]
-    ordinary = _per_group(row_group, records * ~error[:, None], groups.shape[0])[row_group]
+    every = sum_rows(row_group, records, groups.shape[0])[row_group]
+    ordinary = sum_rows(row_group, records * ~error[:, None], groups.shape[0])[row_group]
     totals = np.where(error[:, None], every, ordinary)
     share = per_window_mean(records, totals)
     mean = (records.sum(axis=1) + 0.5) / (totals.sum(axis=1) + 1.0)
@@ -133,8 +126,8 @@ def log_rows(
         return LogRows(empty, empty)
     node = high(logs.keys)
     nodes, node_row = np.unique(node, return_inverse=True)
-    records = _per_group(node_row, logs.sums[:, :, LogSum.RECORDS], nodes.shape[0])
-    errors = _per_group(node_row, logs.sums[:, :, LogSum.ERRORS], nodes.shape[0])
+    records = sum_rows(node_row, logs.sums[:, :, LogSum.RECORDS], nodes.shape[0])
+    errors = sum_rows(node_row, logs.sums[:, :, LogSum.ERRORS], nodes.shape[0])
     rate_label = Labels(f"{PREFIX}error_rate", np.full(nodes.shape[0], -1, np.int64))
     error_rate = x.rows([(nodes, per_window_mean(errors, records), records, rate_label)], 1, ERROR_RATE_FLOOR)
     shifted = np.flatnonzero(error_rate.score > 0)
@@ -144,8 +137,7 @@ def log_rows(
     # Nodes read per operation: most of their records found their span.
     joined = np.zeros(nodes.shape[0])
     if log_ops.keys.shape[0]:
-        op_node = x.node_of[high(log_ops.keys)]
-        position = np.searchsorted(nodes, op_node)
+        position = np.searchsorted(nodes, x.node_of[high(log_ops.keys)])
         np.add.at(joined, position, log_ops.sums[:, :, LogSum.RECORDS].sum(axis=1))
     per_op = nodes[joined > JOINED_SHARE * records.sum(axis=1)]
     by_node, node_error = _template_rows(x, logs, lambda g: g, node_name, text)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from rca.evidence.llm import LlmExtractor, gate, gpu_owners, level_rows
-from rca.evidence.rows import Array, Index, Labels, Rows, merge_rows, per_window_mean
+from rca.evidence.rows import Array, Index, Labels, Rows, merge_rows, per_window_mean, sum_rows
 from rca.graph.accumulators import SignalSum
 from rca.graph.keys import measure_node, measure_of
 from rca.telemetry.faults import Fault
@@ -73,9 +73,7 @@ def _among_peers(owner: Index, nodes: Index, sums: Array) -> tuple[Index, Array]
     count = mine[:, :, SignalSum.COUNT]
     mean = np.nan_to_num(per_window_mean(mine[:, :, SignalSum.SUM], count))
     read = (count > 0).astype(np.float64)
-    total, readers = np.zeros((group.max() + 1, mean.shape[1])), np.zeros((group.max() + 1, mean.shape[1]))
-    np.add.at(total, group, mean)
-    np.add.at(readers, group, read)
+    total, readers = sum_rows(group, mean, group.max() + 1), sum_rows(group, read, group.max() + 1)
     others = readers[group] - read
     with np.errstate(invalid="ignore", divide="ignore"):
         peers = np.where(others > 0, (total[group] - mean) / np.maximum(others, 1.0), 0.0)

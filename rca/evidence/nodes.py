@@ -22,7 +22,7 @@ from rca.evidence.changepoint import Shift, mean_shift
 from rca.evidence.llm import Part, communicators, engine_gpus, llm_rows, request_timers
 from rca.evidence.logs import log_rows
 from rca.evidence.metrics import metric_rows
-from rca.evidence.rows import Labels, Rows, binomial_score, find_sorted, merge_rows, per_window_mean
+from rca.evidence.rows import Labels, Rows, binomial_score, find_sorted, merge_rows, per_window_mean, sum_rows
 from rca.graph.accumulators import EdgeSum, OpSum
 from rca.graph.keys import high, low, pair_key
 from rca.graph.names import NodeKind
@@ -144,7 +144,7 @@ class _Extractor:
         rows_errors = [(self.node_of[ops.keys], error_rate, calls, self.op_label(ops.keys, "error_rate"))]
         # Virtual callees: the client spans' own durations and errors are their evidence.
         callee_node = self.node_of[low(edges.keys)]
-        virtual = np.asarray([self.names.kinds[int(n)] is NodeKind.VIRTUAL for n in callee_node.tolist()], np.bool_)
+        virtual = self.names.of_kind(NodeKind.VIRTUAL)[callee_node]
         if virtual.any():
             s = edges.sums[virtual]
             peer_calls = s[:, :, EdgeSum.PEER_CALLS]
@@ -175,8 +175,7 @@ class _Extractor:
         s = edges.sums
         unpaired = np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
         share = np.divide(unpaired, s[:, :, EdgeSum.PEER_CALLS], out=np.zeros_like(unpaired), where=unpaired > 0)
-        np.add.at(out, self.edge_caller, s[:, :, EdgeSum.PEER_DURATION] * share)
-        return out
+        return sum_rows(self.edge_caller, s[:, :, EdgeSum.PEER_DURATION] * share, out.shape[0])
 
     def call_structure(self) -> Rows:
         ops, edges = self.series.ops, self.series.edges

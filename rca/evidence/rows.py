@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from scipy.sparse import csr_matrix
 from scipy.special import ndtri_exp
 from scipy.stats import binom
 
@@ -59,6 +60,15 @@ class Rows:
 def per_window_mean(total: Array, count: Array) -> Array:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(count > 0, total / count, np.nan)
+
+
+def sum_rows(index: Index, values: Array, n: int) -> Array:
+    """(n, ...) sums of the rows of `values` by their row in the result, `index` (what
+    `np.add.at` does, as one sparse product)."""
+    flat = values.reshape(values.shape[0], int(np.prod(values.shape[1:])))
+    gather = csr_matrix((np.ones(index.shape[0]), (index, np.arange(index.shape[0]))), shape=(n, index.shape[0]))
+    total: Array = np.asarray(gather @ flat).reshape(n, *values.shape[1:])
+    return total
 
 
 def find_sorted(keys: Index, values: Index) -> tuple[Index, npt.NDArray[np.bool_]]:

@@ -49,6 +49,10 @@ class Names:
             self.owners[index] = index
         return index
 
+    def of_kind(self, kind: NodeKind) -> npt.NDArray[np.bool_]:
+        """Per node id, whether it is of `kind`."""
+        return np.fromiter((k is kind for k in self.kinds), np.bool_, len(self.kinds))
+
     def op(self, name: str) -> int:
         index = self.op_ids.get(name)
         if index is None:
