@@ -126,7 +126,11 @@ def log_faulty(score: Any, params: ParamArrays, loc: Any = None, xp: ModuleType 
 def log_mixture_ratio(score: Any, weight: Any, params: ParamArrays, loc: Any = None, xp: ModuleType = np) -> Any:
     """log [(w g + (1 - w) h) / h] per score: what a state with fault weight `w` adds over health
     (exactly 0 where `w` is 0: a state that drives nothing)."""
-    log_lr = log_faulty(score, params, loc, xp) - log_healthy(score, params, xp)
+    return mixed(log_faulty(score, params, loc, xp) - log_healthy(score, params, xp), weight, xp)
+
+
+def mixed(log_lr: Any, weight: Any, xp: ModuleType = np) -> Any:
+    """`log_mixture_ratio` from the faulty/healthy log ratio `log_lr`."""
     w = xp.clip(weight, 1e-9, 1 - 1e-9)
     return xp.where(weight > 0, xp.logaddexp(xp.log(w) + log_lr, xp.log1p(-w)), 0.0)
 

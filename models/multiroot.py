@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from models.health import HealthParams, log_faulty, log_healthy, log_mixture_ratio, log_prior, root_scores
+from models.health import HealthParams, log_faulty, log_healthy, log_prior, mixed, root_scores
 from models.posterior import observed
 from models.structure import Relation
 
@@ -87,7 +87,7 @@ def entry_log_prior(mask: Any, xp: ModuleType = np) -> Any:
 def _log_lr(weight: Array, loc: Array, read: Array, params: HealthParams) -> tuple[Array, Array]:
     """Per score: the faulty/healthy log ratio at `loc`, and the single state's mixture term."""
     log_lr = log_faulty(read, params, loc) - log_healthy(read, params)
-    return log_lr, log_mixture_ratio(read, weight, params, loc)
+    return log_lr, mixed(log_lr, weight)
 
 
 def compare_roots(
