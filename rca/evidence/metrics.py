@@ -75,8 +75,7 @@ def _among_peers(owner: Index, nodes: Index, sums: Array) -> tuple[Index, Array]
     read = (count > 0).astype(np.float64)
     total, readers = sum_rows(group, mean, group.max() + 1), sum_rows(group, read, group.max() + 1)
     others = readers[group] - read
-    with np.errstate(invalid="ignore", divide="ignore"):
-        peers = np.where(others > 0, (total[group] - mean) / np.maximum(others, 1.0), 0.0)
+    peers = np.where(others > 0, (total[group] - mean) / np.maximum(others, 1.0), 0.0)
     weight = np.where(others > 0, count, 0.0)
     peer_sums = np.stack([weight, peers * weight, peers * peers * weight], axis=-1)
     return _share(nodes[keep], mine, nodes[keep], peer_sums)

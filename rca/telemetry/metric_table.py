@@ -84,8 +84,8 @@ def parse_rule(entry: object, where: str) -> MetricRule:
     peers = entry.get("peers")
     if peers is not None and peers not in PEERS:
         raise ValueError(f"{where} ({name}): peers {peers!r} is not one of {', '.join(PEERS)}")
-    sign = DIRECTIONS[str(direction)]
-    return MetricRule(name, signal, Fault(fault), sign, scale, healthy, faulty, share_of, peers=peers and str(peers))
+    sign, among = DIRECTIONS[str(direction)], None if peers is None else str(peers)
+    return MetricRule(name, signal, Fault(fault), sign, scale, healthy, faulty, share_of, peers=among)
 
 
 def parse_rules(entries: object, where: str) -> tuple[MetricRule, ...]:
