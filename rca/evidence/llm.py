@@ -343,7 +343,7 @@ def engine_gpus(names: Names, present: Index) -> Index:
     -1 for other nodes and for a service's only GPU (as each rank's GPU in traced workers is: those
     ranks' collectives say more, `communicators`)."""
     out = np.full(present.shape[0], -1, np.int64)
-    owners = gpu_owners(names, present)
+    owners = _gpu_owners(names, present)
     rows = np.flatnonzero(owners >= 0)
     engines, group, size = np.unique(owners[rows], return_inverse=True, return_counts=True)
     if engines.shape[0]:
@@ -352,7 +352,7 @@ def engine_gpus(names: Names, present: Index) -> Index:
     return out
 
 
-def gpu_owners(names: Names, nodes: Index) -> Index:
+def _gpu_owners(names: Names, nodes: Index) -> Index:
     """Per node id (network nodes' ids past the graph's nodes allowed), the service owning it where
     it is a GPU (`gpu:{host}/{index}`) that a service owns; -1 elsewhere."""
     owned = [

@@ -135,10 +135,8 @@ def log_rows(
         error_rate.score[shifted], binomial_score(error_rate.shift, shifted, records[shifted])
     )
     # Nodes read per operation: most of their records found their span.
-    joined = np.zeros(nodes.shape[0])
-    if log_ops.keys.shape[0]:
-        position = np.searchsorted(nodes, x.node_of[high(log_ops.keys)])
-        np.add.at(joined, position, log_ops.sums[:, :, LogSum.RECORDS].sum(axis=1))
+    position = np.searchsorted(nodes, x.node_of[high(log_ops.keys)])
+    joined = sum_rows(position, log_ops.sums[:, :, LogSum.RECORDS].sum(axis=1), nodes.shape[0])
     per_op = nodes[joined > JOINED_SHARE * records.sum(axis=1)]
     by_node, node_error = _template_rows(x, logs, lambda g: g, node_name, text)
     by_op, op_error = _template_rows(x, log_ops, lambda g: x.node_of[g], x.op_name, text)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rca.evidence.llm import LlmExtractor, gate, gpu_owners, level_rows
+from rca.evidence.llm import LlmExtractor, engine_gpus, gate, level_rows
 from rca.evidence.rows import Array, Index, Labels, Rows, merge_rows, per_window_mean, sum_rows
 from rca.graph.accumulators import SignalSum
 from rca.graph.keys import measure_node, measure_of
@@ -41,7 +41,7 @@ def metric_rows(x: LlmExtractor, table: MetricTable, measures: list[str]) -> dic
             partner = table.rule(rule.share_of)
             nodes, sums = _share(nodes, sums, *_partner(rules, partner, measure, metrics.keys, metrics.sums))
         if rule.peers is not None:
-            grouped, shares = _among_peers(gpu_owners(x.names, nodes), nodes, sums)
+            grouped, shares = _among_peers(engine_gpus(x.names, nodes), nodes, sums)
             label = f"{PREFIX}{rule.signal}_among_peers:{measures[m]}"
             peer_rows = level_rows(x, grouped, shares, _labels(label, grouped), rule.direction)
             out[rule.fault] = merge_rows(out[rule.fault], peer_rows) if rule.fault in out else peer_rows
@@ -59,16 +59,14 @@ def _labels(text: str, nodes: Index) -> Labels:
     return Labels(text, np.full(nodes.shape[0], -1, np.int64))
 
 
-def _among_peers(owner: Index, nodes: Index, sums: Array) -> tuple[Index, Array]:
-    """The nodes with peers (others of the same `owner`, where it is not -1) and the window sums
+def _among_peers(lockstep: Index, nodes: Index, sums: Array) -> tuple[Index, Array]:
+    """The nodes with peers (their `lockstep` group, `engine_gpus`, not -1) and the window sums
     of each one's share of its level plus its peers' mean level, the peers that had readings in
     the window: what their common load moves cancels, a straggler or a slow link stands out."""
-    grouped = owner >= 0
-    _, group, size = np.unique(owner[grouped], return_inverse=True, return_counts=True)
-    keep = np.flatnonzero(grouped)[size[group] > 1]
+    keep = np.flatnonzero(lockstep >= 0)
     if keep.shape[0] == 0:
         return np.zeros(0, np.int64), np.zeros((0, *sums.shape[1:]))
-    _, group = np.unique(owner[keep], return_inverse=True)
+    group = lockstep[keep]
     mine = sums[keep]
     count = mine[:, :, SignalSum.COUNT]
     mean = np.nan_to_num(per_window_mean(mine[:, :, SignalSum.SUM], count))

@@ -168,14 +168,13 @@ class _Extractor:
 
     def _unpaired_peer_time(self) -> Array:
         """Seconds each caller operation (ops row) spent in calls to uninstrumented callees, per window."""
-        edges = self.series.edges
-        out = np.zeros((self.series.ops.keys.shape[0], self.series.windows))
+        edges, n = self.series.edges, self.series.ops.keys.shape[0]
         if edges.keys.shape[0] == 0:
-            return out
+            return np.zeros((n, self.series.windows))
         s = edges.sums
         unpaired = np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
         share = np.divide(unpaired, s[:, :, EdgeSum.PEER_CALLS], out=np.zeros_like(unpaired), where=unpaired > 0)
-        return sum_rows(self.edge_caller, s[:, :, EdgeSum.PEER_DURATION] * share, out.shape[0])
+        return sum_rows(self.edge_caller, s[:, :, EdgeSum.PEER_DURATION] * share, n)
 
     def call_structure(self) -> Rows:
         ops, edges = self.series.ops, self.series.edges
