@@ -44,6 +44,7 @@ SERVED_MODELS = (
     "mistralai/Mixtral-8x7B-Instruct-v0.1",
 )
 NAMESPACES = ("default", "chat", "prod", "serving")
+PROFILING_SHARE = 0.7  # of deployments whose DCGM exporter has the profiling fields
 DRIVERS = ("535.183.01", "550.90.07", "560.35.03")
 GPU_NAMESPACE = "gpu-operator"
 Labels = dict[str, str]
@@ -89,6 +90,7 @@ class Deployment:
     agent_start_ns: int  # when the Collector first scraped: the start time of cumulative series
 
     engines: tuple[str, ...]  # the engine replicas' workloads
+    profiling: bool  # the DCGM exporter has its profiling fields (DCGM_FI_PROF_*): not every GPU or setup does
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -138,6 +140,7 @@ class Deployment:
             phase_s={k: float(rng.uniform(0, interval)) for k in keys},
             agent_start_ns=start_ns - int(rng.uniform(3_600, 10 * 86_400)) * 1_000_000_000,
             engines=tuple(engines),
+            profiling=bool(rng.random() < PROFILING_SHARE),
         )
 
     def times(self, key: str) -> I64:

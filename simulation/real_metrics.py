@@ -3,11 +3,14 @@ engine replica, following the per-rank truth (`engine_view`). Every level is dra
 (`GpuDraws`); none comes from rca's metric table or evidence gates.
 
 - A rank is busy while any request is in the model (1 - e^-L, L requests there on average). Of
-  that time it computes its `device` share with its DRAM at its `dram` use (DCGM_FI_PROF_DRAM_ACTIVE)
-  and waits in the collective for its `wait` share, during which a kernel is resident only part
-  of the time (`kappa`; DCGM_FI_DEV_GPU_UTIL counts that part). A straggler (its GPU's bandwidth,
+  that time it computes its `device` share with its DRAM at its `dram` use
+  (DCGM_FI_PROF_DRAM_ACTIVE; NVML's DCGM_FI_DEV_MEM_COPY_UTIL reads the same, in whole percent at
+  a drawn ratio) and waits in the collective for its `wait` share, during which a kernel is
+  resident only part of the time (`kappa`; DCGM_FI_DEV_GPU_UTIL counts that part). A straggler (its GPU's bandwidth,
   KV cache or host side slowed) lengthens every rank's step: its own DRAM stays busy while its
   peers' DRAM_ACTIVE and GPU_UTIL fall as they wait.
+- Only some exporters have the profiling fields (`Deployment.profiling`); the others report DRAM
+  use through MEM_COPY_UTIL alone and NVLink traffic as NVML's running total of both directions.
 - NVLink bytes/s (per GPU, TX and RX) carry the all-reduce payload of the tokens processed per
   second, 2(tp-1)/tp of it in a ring, so load moves them with the tokens. The engine holds at most
   `capacity` requests in the model (mean load at a drawn share of it): past that, throughput is
@@ -59,6 +62,7 @@ class GpuDraws:
     preempt_scale: float
     recompute_s: float  # how long a preempted request waits again
     uptime_s: float  # the engine processes' age at the case start
+    copy_share: float  # NVML's memory-busy time against DCGM's DRAM-active cycles
 
     @staticmethod
     def draw(rng: np.random.Generator) -> GpuDraws:
@@ -72,6 +76,7 @@ class GpuDraws:
             preempt_scale=Range(0.05, 0.6).one(rng),
             recompute_s=Range(0.2, 3.0).one(rng),
             uptime_s=Range(1_800.0, 7 * 86_400.0).one(rng),
+            copy_share=Range(0.8, 1.25).one(rng),
         )
 
 
@@ -131,18 +136,27 @@ def _dcgm(
     payload = weights.T @ (np.nan_to_num(view.collective_bytes) / view.model_s) / seconds * ring * served
     path = _nvlink_path(plan, view.tp, bounds)
     m = bounds.shape[0] - 1
+    seconds_per_scrape = np.diff(bounds) / 1e9
     for k in range(view.tp):
-        jitter = rng.lognormal(0.0, g.noise, (4, m)) * rng.lognormal(0.0, 0.03, (4, 1))
+        jitter = rng.lognormal(0.0, g.noise, (5, m)) * rng.lognormal(0.0, 0.03, (5, 1))
         labels = d.dcgm_labels(cluster.host, k, cluster.engine)
-        out.gauge(
-            "DCGM_FI_PROF_DRAM_ACTIVE", target, labels, np.clip(busy * device[:, k] * dram[:, k] * jitter[0], 0, 1)
-        )
+        memory = busy * device[:, k] * dram[:, k]
+        copy = 100.0 * g.copy_share * memory * jitter[4]
+        out.gauge("DCGM_FI_DEV_MEM_COPY_UTIL", target, labels, np.clip(np.round(copy), 0, 100))
         utilisation = 100.0 * busy * (device[:, k] + g.kappa * wait[:, k]) * jitter[1]
         out.gauge("DCGM_FI_DEV_GPU_UTIL", target, labels, np.clip(np.round(utilisation), 0, 100))
-        out.gauge("DCGM_FI_PROF_NVLINK_TX_BYTES", target, labels, np.round(payload * path[:, k] * jitter[2]))
-        out.gauge("DCGM_FI_PROF_NVLINK_RX_BYTES", target, labels, np.round(payload * path[:, k] * jitter[3]))
         used = g.memory_share * d.gpu_mib * (1.0 + 0.002 * rng.standard_normal(m))
         out.gauge("DCGM_FI_DEV_FB_USED", target, labels, np.round(used))
+        tx, rx = payload * path[:, k] * jitter[2], payload * path[:, k] * jitter[3]
+        if d.profiling:
+            out.gauge("DCGM_FI_PROF_DRAM_ACTIVE", target, labels, np.clip(memory * jitter[0], 0, 1))
+            out.gauge("DCGM_FI_PROF_NVLINK_TX_BYTES", target, labels, np.round(tx))
+            out.gauge("DCGM_FI_PROF_NVLINK_RX_BYTES", target, labels, np.round(rx))
+        else:  # NVML's NVLink counter, KiB both ways since the exporter started
+            moved = (tx + rx) * seconds_per_scrape
+            before = float(np.mean(tx + rx)) * (d.start_ns - d.agent_start_ns) / 1e9
+            kib = (before + np.cumsum(moved)) / 1024.0
+            out.counter("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", target, labels, kib, d.agent_start_ns, whole=True)
 
 
 def _histogram(times: I64, at_ns: I64, values: F64, bounds: tuple[float, ...], before: float) -> tuple[F64, F64]:

@@ -66,6 +66,12 @@ def test_the_table_maps_known_names_either_spelling_and_takes_extensions() -> No
     p95 = table.rule("vllm:time_to_first_token_seconds:p95")
     assert p95 is not None and p95.signal.endswith("_p95")
     assert table.rule("my_gpu_hbm_busy_ratio") is None
+    # vLLM renamed time per output token; both releases' names read as one signal, and NVML's
+    # memory-busy percent (the exporter's default field) as a fraction, gated like DRAM activity.
+    tpot, itl = table.rule("vllm:time_per_output_token_seconds"), table.rule("vllm:inter_token_latency_seconds")
+    assert tpot is not None and itl is not None and tpot.signal == itl.signal and tpot.fault is Fault.LATENCY
+    copy = table.rule("DCGM_FI_DEV_MEM_COPY_UTIL")
+    assert copy is not None and copy.scale == 0.01 and (copy.healthy, copy.faulty) == (rule.healthy, rule.faulty)
     extra = parse_rules(
         [{"name": "my_gpu_hbm_busy_ratio", "signal": "hbm", "fault": "gpu_memory_bandwidth", "direction": "up"}],
         "test",

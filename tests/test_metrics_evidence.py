@@ -22,11 +22,19 @@ POD = "vllm-engine-7d9f8b6c5d-x2x4z"
 
 
 def _gpus(
-    before: float, straggler: float, peers: float, nvlink_drop: float = 1.0, slow_link: int | None = None, seed: int = 0
+    before: float,
+    straggler: float,
+    peers: float,
+    nvlink_drop: float = 1.0,
+    slow_link: int | None = None,
+    seed: int = 0,
+    dram_metric: str = "DCGM_FI_PROF_DRAM_ACTIVE",
 ) -> ServiceGraph:
     """Four GPUs of one engine scraped from DCGM: DRAM activity `before` the onset, then the
-    straggler (GPU 2) at `straggler` and its peers at `peers`; NVLink traffic times `nvlink_drop`
-    after the onset on GPU `slow_link`, or on every GPU where it is None."""
+    straggler (GPU 2) at `straggler` and its peers at `peers` (as `dram_metric`: a fraction, or
+    NVML's whole percent for DCGM_FI_DEV_MEM_COPY_UTIL); NVLink traffic times `nvlink_drop` after
+    the onset on GPU `slow_link`, or on every GPU where it is None."""
+    percent = dram_metric == "DCGM_FI_DEV_MEM_COPY_UTIL"
     rng = np.random.default_rng(seed)
     rows = MetricRows()
     for k in range(1, POINTS + 1):
@@ -38,9 +46,8 @@ def _gpus(
             dram = level + 0.01 * rng.standard_normal()
             dropped = after and slow_link in (None, gpu)
             nvlink = 4e10 * (nvlink_drop if dropped else 1.0) * (1 + 0.02 * rng.standard_normal())
-            rows.add(
-                "DCGM_FI_PROF_DRAM_ACTIVE", MetricKind.GAUGE, {"service.name": "dcgm-exporter"}, labels, t, 0, dram
-            )
+            reading = round(100 * dram) if percent else dram
+            rows.add(dram_metric, MetricKind.GAUGE, {"service.name": "dcgm-exporter"}, labels, t, 0, reading)
             rows.add(
                 "DCGM_FI_PROF_NVLINK_TX_BYTES",
                 MetricKind.GAUGE,
@@ -79,6 +86,21 @@ def test_the_straggler_gpu_scores_bandwidth_and_its_waiting_peers_do_not() -> No
     gpus = [evidence.index(f"gpu:node-a/{g}") for g in range(4)]
     assert len({int(evidence.lockstep[g]) for g in gpus}) == 1 and evidence.lockstep[gpus[0]] >= 0
     assert (evidence.communicator == -1).all()
+
+
+def test_nvmls_memory_busy_percent_reads_as_dcgms_dram_activity() -> None:
+    """The exporter's default field, where the profiling ones are missing: same shares, same gate."""
+    evidence = _evidence(_gpus(before=0.6, straggler=0.95, peers=0.4, dram_metric="DCGM_FI_DEV_MEM_COPY_UTIL"))
+    row = evidence.index("gpu:node-a/2")
+    signal = "metric.gpu_memory_copy_utilization_among_peers:DCGM_FI_DEV_MEM_COPY_UTIL"
+    assert evidence.signal[row][F[Fault.GPU_MEMORY_BANDWIDTH]] == signal
+    assert _score(evidence, "gpu:node-a/2", Fault.GPU_MEMORY_BANDWIDTH) > 10
+    assert _score(evidence, "gpu:node-a/0", Fault.GPU_MEMORY_BANDWIDTH) == 0.0
+    assert evidence.observed[row, F[Fault.GPU_MEMORY_BANDWIDTH]] == pytest.approx(0.95 / 1.35, abs=0.01)
+    below = _evidence(_gpus(before=0.3, straggler=0.5, peers=0.5, dram_metric="DCGM_FI_DEV_MEM_COPY_UTIL"))
+    assert all(_score(below, f"gpu:node-a/{g}", Fault.GPU_MEMORY_BANDWIDTH) < 3.0 for g in range(4))
+    saturated = _evidence(_gpus(before=0.6, straggler=0.97, peers=0.97, dram_metric="DCGM_FI_DEV_MEM_COPY_UTIL"))
+    assert _score(saturated, "gpu:node-a/1", Fault.GPU_MEMORY_BANDWIDTH) > 10  # 97 % is past the gate's 90 %
 
 
 def test_every_gpu_rising_alike_below_the_tables_healthy_level_is_no_bandwidth_evidence() -> None:

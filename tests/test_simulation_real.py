@@ -5,7 +5,7 @@ the way the per-rank truth says."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -43,9 +43,13 @@ VLLM_ATTRIBUTES = {
 VLLM_OPTIONAL = {"gen_ai.request.max_tokens", "gen_ai.request.temperature", "gen_ai.request.top_p"}
 
 
+def _seeds(scenario: str, wanted: Callable[[Root], bool]) -> Iterator[int]:
+    """The seeds whose primary root is `wanted` (the conventions style draws the same plan, faster)."""
+    return (s for s in range(1, 200) if wanted(simulate(scenario, seed=s, rate=0.2).truth.roots[0]))
+
+
 def _seed(scenario: str, wanted: Callable[[Root], bool]) -> int:
-    """The first seed whose primary root is `wanted` (the conventions style draws the same plan, faster)."""
-    return next(s for s in range(1, 200) if wanted(simulate(scenario, seed=s, rate=0.2).truth.roots[0]))
+    return next(_seeds(scenario, wanted))
 
 
 def _before_during(case: SimulatedCase, metric: str) -> dict[str, tuple[float, float]]:
@@ -66,11 +70,23 @@ def _before_during(case: SimulatedCase, metric: str) -> dict[str, tuple[float, f
     }
 
 
+def _names(case: SimulatedCase) -> set[str]:
+    return {b.strings[n] for b in case.metrics for n in np.unique(b.name)}
+
+
+def _real(scenario: str, wanted: Callable[[Root], bool], profiling: bool = True) -> SimulatedCase:
+    """The first real-style case of `scenario` whose primary root is `wanted` and whose DCGM
+    exporter has (or lacks) the profiling fields."""
+    for seed in _seeds(scenario, wanted):
+        case = simulate(scenario, seed=seed, style="real")
+        if ("DCGM_FI_PROF_DRAM_ACTIVE" in _names(case)) == profiling:
+            return case
+    raise AssertionError(f"no seed of {scenario} fits")
+
+
 @pytest.fixture(scope="module")
 def gpu_case() -> SimulatedCase:
-    return simulate(
-        "llm-gpu_memory_bandwidth", seed=_seed("llm-gpu_memory_bandwidth", lambda r: r.magnitude > 3), style="real"
-    )
+    return _real("llm-gpu_memory_bandwidth", lambda r: r.magnitude > 3)
 
 
 def test_the_real_style_emits_only_vllm_request_spans(gpu_case: SimulatedCase) -> None:
@@ -141,12 +157,28 @@ def test_a_straggler_keeps_its_dram_busy_while_its_peers_wait(gpu_case: Simulate
 
 
 def test_a_slow_nccl_link_lowers_nvlink_traffic_on_its_rank() -> None:
-    scenario = "llm-nccl_communication"
-    seed = _seed(scenario, lambda r: r.magnitude > 3 and r.mode == "collective")
-    case = simulate(scenario, seed=seed, style="real")
+    case = _real("llm-nccl_communication", lambda r: r.magnitude > 3 and r.mode == "collective")
     for metric in ("DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES"):
         before, during = _before_during(case, metric)[case.truth.node]
         assert during < 0.7 * before, metric
+
+
+def test_an_exporter_without_profiling_fields_shows_the_straggler_and_the_slow_link_all_the_same() -> None:
+    """The DCGM exporter's default fields: NVML's memory-busy share and NVLink running total."""
+    gpu = _real("llm-gpu_memory_bandwidth", lambda r: r.magnitude > 3, profiling=False)
+    assert not any(name.startswith("DCGM_FI_PROF_") for name in _names(gpu))
+    copy = _before_during(gpu, "DCGM_FI_DEV_MEM_COPY_UTIL")
+    truth = gpu.truth.node
+    assert copy[truth][1] > 1.2 * copy[truth][0] and 0 < copy[truth][1] <= 100
+    peers = [n for n in copy if n != truth and n.rsplit("/", 1)[0] == truth.rsplit("/", 1)[0]]
+    assert peers and all(copy[p][1] < 0.9 * copy[p][0] for p in peers)
+    link = _real("llm-nccl_communication", lambda r: r.magnitude > 3 and r.mode == "collective", profiling=False)
+    traffic = _before_during(link, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")  # KiB/s, from the counter
+    before, during = traffic[link.truth.node]
+    assert during < 0.7 * before
+    evidence, _, node, _ = training_case("llm-nccl_communication", link.truth.seed, style="real")
+    signal = evidence.signal[evidence.index(node)][list(Fault).index(Fault.NCCL_COMMUNICATION)]
+    assert signal == "metric.nvlink_bandwidth_among_peers:DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
 
 
 def test_kv_cache_pressure_brings_preemptions() -> None:
