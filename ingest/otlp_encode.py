@@ -2,9 +2,10 @@
 `ingest.otlp_logs`, for replaying batches (datasets, benchmarks) through the real ingest path.
 
 Signals go back to the attributes they are read from. The derived ones come back as what
-derives them: urgent/ordinary queue time as `gen_ai.request.priority` 0/1, a NUMA mismatch as
-`gpu.numa_node` 0/1 against a resource `process.numa_node` of 0, NCCL latency from the span's
-own `nccl:` name and duration (it is not encoded otherwise).
+derives them: a span's urgency mark (which splits its queue time into urgent and ordinary) as
+`gen_ai.request.priority` 0/1, a NUMA mismatch as `gpu.numa_node` 0/1 against a resource
+`process.numa_node` of 0, NCCL latency from the span's own `nccl:` name and duration (it is not
+encoded otherwise).
 """
 
 from __future__ import annotations
@@ -81,11 +82,8 @@ def _signal_attributes(batch: SpanBatch, row: int) -> dict[str, str | int | floa
     attributes: dict[str, str | int | float] = {
         key: float(signals[signal]) for signal, key in _SIGNAL_KEY.items() if not math.isnan(signals[signal])
     }
-    if not math.isnan(signals[Signal.QUEUE_TIME]):
-        if not math.isnan(signals[Signal.QUEUE_TIME_URGENT]):
-            attributes[PRIORITY_LEVEL] = 0
-        elif not math.isnan(signals[Signal.QUEUE_TIME_ORDINARY]):
-            attributes[PRIORITY_LEVEL] = 1
+    if not math.isnan(signals[Signal.URGENT]):
+        attributes[PRIORITY_LEVEL] = 0 if signals[Signal.URGENT] else 1
     if not math.isnan(signals[Signal.NUMA_MISMATCH]):
         attributes[GPU_NUMA] = int(signals[Signal.NUMA_MISMATCH] != 0)
     return attributes

@@ -45,6 +45,7 @@ SERVED_MODELS = (
 )
 NAMESPACES = ("default", "chat", "prod", "serving")
 PROFILING_SHARE = 0.7  # of deployments whose DCGM exporter has the profiling fields
+PRIORITY_HEADER_SHARE = 0.6  # of deployments whose services capture the `x-priority` request header
 DRIVERS = ("535.183.01", "550.90.07", "560.35.03")
 GPU_NAMESPACE = "gpu-operator"
 Labels = dict[str, str]
@@ -91,6 +92,7 @@ class Deployment:
 
     engines: tuple[str, ...]  # the engine replicas' workloads
     profiling: bool  # the DCGM exporter has its profiling fields (DCGM_FI_PROF_*): not every GPU or setup does
+    priority_header: bool  # the engine's callers capture the request's `x-priority` header on their spans
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -141,6 +143,7 @@ class Deployment:
             agent_start_ns=start_ns - int(rng.uniform(3_600, 10 * 86_400)) * 1_000_000_000,
             engines=tuple(engines),
             profiling=bool(rng.random() < PROFILING_SHARE),
+            priority_header=bool(rng.random() < PRIORITY_HEADER_SHARE),
         )
 
     def times(self, key: str) -> I64:

@@ -143,6 +143,7 @@ def sample_requests(
         Signal.QUEUE_TIME: queue,
         Signal.QUEUE_TIME_URGENT: np.where(urgent, queue, np.nan),
         Signal.QUEUE_TIME_ORDINARY: np.where(urgent, np.nan, queue),
+        Signal.URGENT: urgent.astype(np.float64),
         Signal.SCHEDULER_TIME: scheduler,
         Signal.TIME_TO_FIRST_TOKEN: forward_start + prefill_time,
         Signal.E2E_LATENCY: total,

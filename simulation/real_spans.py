@@ -5,7 +5,8 @@ time to first token, e2e, time in queue, in model prefill, decode and inference,
 completion token counts, the request id, and the request parameters it was given (max_tokens,
 temperature, top_p, n). It has no scheduler time, no request priority, and its tensor-parallel
 workers trace nothing: no `model_forward`, `nccl:*` or `sampling` spans, no GPU, KV-cache or NUMA
-attributes. The other services' spans are kept as they are.
+attributes. The other services' spans are kept as they are; where they capture the request's
+`x-priority` header (a drawn share of deployments), the caller's span marks the request's urgency.
 """
 
 from __future__ import annotations
@@ -34,13 +35,23 @@ _TEMPERATURES = np.array([0.0, 0.2, 0.6, 0.7, 1.0])  # 0: greedy, which vLLM doe
 _TOP_P = np.array([0.8, 0.9, 0.95, 1.0])
 
 
-def vllm_spans(batch: SpanBatch, workers: Collection[str]) -> SpanBatch:
-    """`batch` without the `workers`' spans, every signal but vLLM's cleared."""
+def vllm_spans(batch: SpanBatch, workers: Collection[str], *, priority_header: bool) -> SpanBatch:
+    """`batch` without the `workers`' spans, every signal but vLLM's cleared; with
+    `priority_header`, each request's urgency marked on its caller's span (the `x-priority` header
+    it captured), since vLLM's own span records none."""
     worker = np.isin(batch.service, [i for i, s in enumerate(batch.strings) if s in workers])
     kept = batch.select(~worker)
     signals = np.full_like(kept.signals, np.nan)
     columns = list(VLLM_SIGNALS)
     signals[:, columns] = kept.signals[:, columns]
+    if priority_header:
+        marked = ~np.isnan(kept.signals[:, Signal.URGENT])
+        urgent = kept.signals[:, Signal.URGENT] == 1.0
+        order = np.argsort(kept.span_id)
+        at = np.searchsorted(kept.span_id[order], kept.parent_id[marked])
+        at = np.minimum(at, order.shape[0] - 1)
+        found = kept.span_id[order[at]] == kept.parent_id[marked]
+        signals[order[at[found]], Signal.URGENT] = urgent[marked][found].astype(np.float64)
     return replace(kept, signals=signals)
 
 

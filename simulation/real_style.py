@@ -14,7 +14,8 @@ The truth names the node where the fault lives as this style's telemetry names i
   process has no node of its own in this telemetry (no worker spans, one engine pod), and a host
   node has no owning service, so it is its own service.
 - scheduler priority inversion: the engine, as in the conventions style, though vLLM records no
-  request priority: it shows only in the engine's queue times.
+  request priority: it shows in the engine's queue times, told urgent from ordinary only where
+  the engine's callers capture the request's `x-priority` header on their spans.
 - every other fault: as in the conventions style.
 """
 
@@ -79,7 +80,7 @@ def real_telemetry(
     the case's traffic ([traffic.start_ns, traffic.end_ns))."""
     workers = {w for e in ct.topology.engines for w in e.workers}
     empty = NcclSpans.concat([])
-    attributes = SpanAttributes.of(empty, (), (), "prompt_tokens", "level")
+    attributes = SpanAttributes.of(empty, (), (), "prompt_tokens", "header")
     attributes = replace(attributes, requests=request_attributes(batch, rng))
     d = Deployment.draw(ct, traffic.start_ns, traffic.end_ns, rng)
     out = Scraped()
@@ -95,7 +96,7 @@ def real_telemetry(
         engine_metrics(out, d, view, e.cluster, plan, healthy_until, gpus, rng)
     usage = pod_metrics(out, d, ct, conditions, invocations, views, plans, healthy_until, traffic.load, rng)
     node_metrics(out, d, hosts, usage, traffic.load, rng)
-    return RealTelemetry(vllm_spans(batch, workers), out.build(), attributes)
+    return RealTelemetry(vllm_spans(batch, workers, priority_header=d.priority_header), out.build(), attributes)
 
 
 def metric_chunks(batch: MetricBatch, start_ns: int, seconds: float) -> tuple[MetricBatch, ...]:

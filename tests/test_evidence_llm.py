@@ -47,6 +47,7 @@ class Change:
     late_collective: bool = False  # rank LATE's AllReduce runs after its forward, not inside it
     scaled: tuple[tuple[str, float], ...] = ()  # span attributes and the factor each is scaled by
     urgent_queue: float = 1.0  # factor on urgent requests' queue wait
+    priority_on: str = "engine"  # the span that carries the x-priority header: engine, caller (its parent), none
     retriever: float = 1.0  # factor on the rag-retriever's latency
 
 
@@ -150,13 +151,18 @@ def serving(change: Change, seed: int = 0) -> SpanBatch:
         "gen_ai.usage.output_tokens": tokens_out,
     }
     columns = {key: scaled(key, values) for key, values in timings.items()}
-    priority = [["high"] if u else ["low"] for u in urgent.tolist()]
+    header: list[dict[str, AttrValue]] = [
+        {"http.request.header.x-priority": ["high"] if u else ["low"]} for u in urgent.tolist()
+    ]
     engine_attributes: list[dict[str, AttrValue]] = [
-        {**{key: column[i] for key, column in columns.items()}, "http.request.header.x-priority": priority[i]}
+        {key: column[i] for key, column in columns.items()} | (header[i] if change.priority_on == "engine" else {})
         for i in range(n)
     ]
     w = Writer(n)
-    gateway = w.spans("api-gateway", "POST /v1/chat", [b""] * n, start, engine_start + _ns(e2e + 0.001))
+    caller = header if change.priority_on == "caller" else None
+    gateway = w.spans(
+        "api-gateway", "POST /v1/chat", [b""] * n, start, engine_start + _ns(e2e + 0.001), attributes=caller
+    )
     w.spans("rag-retriever", "retrieve", gateway, start, start + _ns(retrieve))
     resource = {"host.name": HOST}
     engine_end = engine_start + _ns(e2e)
@@ -312,6 +318,23 @@ def test_priority_inversion_on_the_engine_outranks_a_busy_microservice_on_the_pa
     # urgent requests that wait longer but still less than ordinary ones are no inversion
     shorter = evidence_of(serving(Change(urgent_queue=2.0)))
     assert score(shorter, "vllm-engine", Fault.SCHEDULER_PRIORITY_INVERSION) == 0.0
+
+
+def test_a_queue_time_without_priority_takes_its_callers_in_any_arrival_order() -> None:
+    """vLLM records no priority on its span; a caller capturing the x-priority header does."""
+    batch = serving(Change(urgent_queue=8.0, priority_on="caller"))
+    engine = np.asarray(batch.strings)[batch.service] == "vllm-engine"
+    graph = ServiceGraph(retention_seconds=3600.0)
+    graph.add(batch.select(engine))  # the engine's spans before their callers'
+    graph.add(batch.select(~engine))
+    evidence = extract_evidence(graph, start_ns=T0, end_ns=END_NS)
+    assert label(evidence, "vllm-engine", Fault.SCHEDULER_PRIORITY_INVERSION) == "queue_wait_urgent_minus_ordinary_s"
+    assert score(evidence, "vllm-engine", Fault.SCHEDULER_PRIORITY_INVERSION) == pytest.approx(
+        score(evidence_of(serving(Change(urgent_queue=8.0))), "vllm-engine", Fault.SCHEDULER_PRIORITY_INVERSION)
+    )
+    # No span marks the requests: the queue time is there, the inversion not measurable.
+    unmarked = evidence_of(serving(Change(urgent_queue=8.0, priority_on="none")))
+    assert np.isnan(score(unmarked, "vllm-engine", Fault.SCHEDULER_PRIORITY_INVERSION))
 
 
 @functools.cache

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rca.graph.spanindex import SpanIndex
+from rca.graph.spanindex import SpanIndex, SpanMarks
 
 batches = st.lists(st.lists(st.integers(1, 40), max_size=12), max_size=8)
 
@@ -55,3 +55,11 @@ def test_index_holds_a_large_batch_and_finds_every_id() -> None:
     assert np.allclose(seconds, rows[::-1] * 1e-3)
     missing, no_seconds = index.lookup(np.asarray([7, 8], np.uint64), 0)
     assert (missing == -1).all() and np.isnan(no_seconds).all()
+
+
+def test_marks_are_found_by_span_id_and_unknown_ids_read_minus_one() -> None:
+    marks = SpanMarks(capacity=8)
+    ids = np.array([11, 12, 13], np.uint64)
+    marks.insert(ids, np.array([1, 0, 1]), np.array([5, 5, 6]))
+    found = marks.lookup(np.array([13, 12, 99, 11], np.uint64), newest_window=6)
+    assert found.tolist() == [1, 0, -1, 1]

@@ -20,7 +20,7 @@ from rca.telemetry.alerts import strip_pod_suffix
 from rca.telemetry.faults import Fault
 from rca.telemetry.metric_table import MetricTable
 from rca.telemetry.metrics import MetricBatch, Placement, concat_metrics, place
-from rca.telemetry.spans import KIND_SERVER
+from rca.telemetry.spans import KIND_SERVER, Signal
 from simulation import Root, SimulatedCase, simulate
 from simulation.exporters import Deployment
 from simulation.real_spans import VLLM_SIGNALS
@@ -98,12 +98,13 @@ def test_the_real_style_emits_only_vllm_request_spans(gpu_case: SimulatedCase) -
     assert not {n for n in names if n.startswith("nccl:")} | ({"model_forward", "sampling"} & names)
     assert all((b.resource < 0).all() for b in spans)  # no span names a GPU
     signals = np.concatenate([b.signals for b in spans])
-    others = [s for s in range(signals.shape[1]) if s not in VLLM_SIGNALS]
-    assert np.isnan(signals[:, others]).all()  # no scheduler time, priority, GPU, KV, NCCL or NUMA signal
+    others = [s for s in range(signals.shape[1]) if s not in (*VLLM_SIGNALS, Signal.URGENT)]
+    assert np.isnan(signals[:, others]).all()  # no scheduler time, GPU, KV, NCCL or NUMA signal
     requests = np.concatenate(
         [(b.operation == b.strings.index("llm_request")) & (b.kind == KIND_SERVER) for b in spans]
     )
     assert np.isfinite(signals[requests][:, list(VLLM_SIGNALS)]).all()
+    assert np.isnan(signals[requests, Signal.URGENT]).all()  # no priority (a caller's span may mark one)
     # the same requests as the conventions style: only what is emitted differs
     assert gpu_case.spans == sum(
         int(np.sum(~np.isin(b.service, [i for i, s in enumerate(b.strings) if s.startswith("vllm-worker")])))
@@ -179,6 +180,39 @@ def test_an_exporter_without_profiling_fields_shows_the_straggler_and_the_slow_l
     evidence, _, node, _ = training_case("llm-nccl_communication", link.truth.seed, style="real")
     signal = evidence.signal[evidence.index(node)][list(Fault).index(Fault.NCCL_COMMUNICATION)]
     assert signal == "metric.nvlink_bandwidth_among_peers:DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
+
+
+def _marked_and_served(case: SimulatedCase) -> tuple[set[int], set[int], int]:
+    """The ids of the spans that mark their request's urgency, the parents of vLLM's request
+    spans, and how many of those request spans carry a mark themselves."""
+    marked, parents, served_marked = set(), set(), 0
+    for b in case.batches:
+        mark = ~np.isnan(b.signals[:, Signal.URGENT])
+        served = (np.asarray(b.strings)[b.operation] == "llm_request") & (b.kind == KIND_SERVER)
+        marked |= set(b.span_id[mark].tolist())
+        parents |= set(b.parent_id[served].tolist())
+        served_marked += int((mark & served).sum())
+    return marked, parents, served_marked
+
+
+def test_callers_that_capture_the_priority_header_mark_the_engines_requests() -> None:
+    """vLLM's spans record no priority; in the deployments whose services capture `x-priority`,
+    the caller's span marks its request, and the engine's urgent queue times read from it."""
+    scenario = "llm-scheduler_priority_inversion"
+    seen: dict[bool, tuple[int, SimulatedCase]] = {}
+    for seed in _seeds(scenario, lambda r: r.magnitude > 3):
+        case = simulate(scenario, seed=seed, style="real")
+        seen.setdefault(bool(_marked_and_served(case)[0]), (seed, case))
+        if len(seen) == 2:
+            break
+    seed, case = seen[True]
+    marked, parents, served_marked = _marked_and_served(case)
+    assert marked <= parents and served_marked == 0  # callers of the engine mark; vLLM does not
+    evidence, _, node, _ = training_case(scenario, seed, style="real")
+    column = list(Fault).index(Fault.SCHEDULER_PRIORITY_INVERSION)
+    assert evidence.signal[evidence.index(node)][column] == "queue_wait_urgent_minus_ordinary_s"
+    assert evidence.score[evidence.index(node), column] > 3
+    assert not _marked_and_served(seen[False][1])[0]  # deployments that capture no header exist too
 
 
 def test_kv_cache_pressure_brings_preemptions() -> None:

@@ -8,6 +8,8 @@ Log records count per node and template at once, and per node-operation once the
 name is known: they wait for it as children wait for parents. GPU compute spans and the NCCL
 collectives beside them (same parent, same rank) wait for each other too (`rca.graph.lockstep`): the
 collectives' overlap share counts as a signal, the compute spans' lockstep wait in `OpSum.WAIT`.
+A queue time whose span marks no urgency (vLLM's) counts as urgent or ordinary once its parent,
+the caller's span, is found marking the request so (`SpanMarks`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from rca.graph.lockstep import Lockstep
 from rca.graph.logtemplates import TemplateMiner
 from rca.graph.metric_measures import MetricMeasures
 from rca.graph.names import NO_OP, Names, NodeKind, map_strings, metric_nodes, span_nodes
-from rca.graph.spanindex import SpanIndex
+from rca.graph.spanindex import SpanIndex, SpanMarks
 from rca.graph.windows import Windows, by_window, count_edges, count_logs, count_ops, count_values, evict, present
 from rca.telemetry.conventions import GPU_SIGNALS
 from rca.telemetry.logs import LogBatch
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
 _ON_GPU = np.isin(np.arange(len(Signal)), list(GPU_SIGNALS))  # per signal column
 _RESOLVE_MIN = 20_000  # waiting children that trigger a resolution pass during ingest
+_MARKS_SHARE = 4  # the urgency marks' index is sized at 1/this of the span index's capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,7 @@ class _Pending:
     duration_s: npt.NDArray[np.float64]
     error: npt.NDArray[np.bool_]
     window: npt.NDArray[np.int64]
+    queue_s: npt.NDArray[np.float64]  # a queue time with no urgency of its own (NaN elsewhere): the parent's counts
 
 
 class ServiceGraph:
@@ -97,6 +101,7 @@ class ServiceGraph:
         self.windows: Windows = {}
         self.newest_ns = 0
         self._index = SpanIndex(capacity=index_capacity)
+        self._marks = SpanMarks(capacity=max(1, index_capacity // _MARKS_SHARE))
         self._pending: list[_Pending] = []
         self._pending_count = 0
         self._resolve_at = _RESOLVE_MIN
@@ -164,7 +169,13 @@ class ServiceGraph:
             )
         self._count_signals(window, nodes, resources, batch.signals)
         self._index.insert(batch.span_id, nodeop, peer_nodeop, window, duration)
+        urgent, queue_s = batch.signals[:, Signal.URGENT], batch.signals[:, Signal.QUEUE_TIME]
+        marked = ~np.isnan(urgent)
+        lends = marked & np.isnan(queue_s)  # a mark with no queue time of its own is for the children
+        if lends.any():
+            self._marks.insert(batch.span_id[lends], urgent[lends].astype(np.int64), window[lends])
         has_parent = batch.parent_id != 0
+        queue_s = np.where(marked, np.nan, queue_s)
         self._pending.append(
             _Pending(
                 batch.parent_id[has_parent],
@@ -172,6 +183,7 @@ class ServiceGraph:
                 duration[has_parent],
                 batch.error[has_parent],
                 window[has_parent],
+                queue_s[has_parent],
             )
         )
         self._pending_count += int(has_parent.sum())
@@ -308,25 +320,50 @@ class ServiceGraph:
             *(
                 np.concatenate(cols)
                 for cols in zip(
-                    *((x.parent, x.nodeop, x.duration_s, x.error, x.window) for x in self._pending), strict=True
+                    *((x.parent, x.nodeop, x.duration_s, x.error, x.window, x.queue_s) for x in self._pending),
+                    strict=True,
                 )
             )
         )
         self._pending = []
         self._pending_count = 0
-        parent, parent_s = self._index.lookup(p.parent, self.newest_ns // self.window_ns)
+        newest = self.newest_ns // self.window_ns
+        parent, parent_s = self._index.lookup(p.parent, newest)
         found = parent[:, 0] >= 0
         gap = parent_s[found] - p.duration_s[found]
         self._attribute(parent[found], p.nodeop[found], p.duration_s[found], p.error[found], gap)
+        self._count_parents_urgency(p.parent[found], p.nodeop[found], p.window[found], p.queue_s[found])
         waiting = ~found
-        stale = p.window < self.newest_ns // self.window_ns - self.pending_windows
+        stale = p.window < newest - self.pending_windows
         self._orphaned += int((waiting & stale).sum())
         keep = waiting & ~stale
         if keep.any():
             self._pending_count = int(keep.sum())
             self._pending.append(
-                _Pending(p.parent[keep], p.nodeop[keep], p.duration_s[keep], p.error[keep], p.window[keep])
+                _Pending(
+                    p.parent[keep], p.nodeop[keep], p.duration_s[keep], p.error[keep], p.window[keep], p.queue_s[keep]
+                )
             )
+
+    def _count_parents_urgency(
+        self,
+        parent: npt.NDArray[np.uint64],
+        nodeop: npt.NDArray[np.int64],
+        window: npt.NDArray[np.int64],
+        queue_s: npt.NDArray[np.float64],
+    ) -> None:
+        """Queue times with no urgency of their own (vLLM records none) count as urgent or
+        ordinary where their parent, the caller's span, marks the request so."""
+        waited = np.flatnonzero(~np.isnan(queue_s))
+        if waited.shape[0] == 0:
+            return
+        newest = self.newest_ns // self.window_ns
+        mark = self._marks.lookup(parent[waited], newest)
+        known = (mark >= 0) & (window[waited] > newest - self.retention_windows)
+        kept, mark = waited[known], mark[known]
+        column = np.where(mark > 0, Signal.QUEUE_TIME_URGENT, Signal.QUEUE_TIME_ORDINARY)
+        key = signal_key(self.names.nodeop_node[nodeop[kept]], column)
+        count_values(self.windows, window[kept], key, queue_s[kept])
 
     def _attribute(
         self,

@@ -136,3 +136,22 @@ class SpanIndex:
         out[found, 1] = ((p >> _WINDOW_BITS) & _PEER_MASK) - 1
         out[found, 2] = newest_window - ((newest_window - p) & _WINDOW_MASK)
         return out, durations
+
+
+class SpanMarks:
+    """span id → a small non-negative mark, for the spans that carry one (a caller's span marking
+    its request urgent or ordinary): a `SpanIndex` whose entries hold the mark."""
+
+    def __init__(self, *, capacity: int) -> None:
+        self._index = SpanIndex(capacity=capacity)
+
+    def insert(
+        self, span_ids: npt.NDArray[np.uint64], marks: npt.NDArray[np.int64], windows: npt.NDArray[np.int64]
+    ) -> None:
+        none = np.full(span_ids.shape[0], -1, np.int64)
+        self._index.insert(span_ids, marks, none, windows, np.zeros(span_ids.shape[0]))
+
+    def lookup(self, span_ids: npt.NDArray[np.uint64], newest_window: int) -> npt.NDArray[np.int64]:
+        """The marks of `span_ids`, -1 for spans without one (or long gone)."""
+        found: npt.NDArray[np.int64] = self._index.lookup(span_ids, newest_window)[0][:, 0]
+        return found

@@ -104,9 +104,11 @@ def span_signals(attributes: Mapping[str, AttrValue], resource: Mapping[str, Att
         if signal is not None:
             row = row or [math.nan] * N_SIGNALS
             row[signal] = _number(value)
-    if row is not None and not math.isnan(row[Signal.QUEUE_TIME]):
-        urgent = is_urgent(attributes)
-        if urgent is not None:
+    urgent = is_urgent(attributes)
+    if urgent is not None:  # marked on its own queue time, or for the children of a caller's span
+        row = row or [math.nan] * N_SIGNALS
+        row[Signal.URGENT] = float(urgent)
+        if not math.isnan(row[Signal.QUEUE_TIME]):
             column = Signal.QUEUE_TIME_URGENT if urgent else Signal.QUEUE_TIME_ORDINARY
             row[column] = row[Signal.QUEUE_TIME]
     process_numa = resource.get(PROCESS_NUMA)

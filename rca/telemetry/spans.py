@@ -38,8 +38,11 @@ class Signal(IntEnum):
     NUMA_REMOTE_RATIO = 18
     NUMA_MISMATCH = 19
     NCCL_P2P_LATENCY = 20  # point-to-point `nccl:Send` / `nccl:Recv`; collectives are NCCL_LATENCY
+    # The request's urgency as the span marks it, 1 urgent, 0 ordinary (a child with a queue time
+    # and no mark of its own takes its parent's: vLLM's spans record none, a caller's may):
+    URGENT = 21
     # Derived by the graph from span intervals (`rca.graph.lockstep`), never a column of a span batch:
-    NCCL_OVERLAP = 21  # share of a collective's time inside its sibling compute span (0-1)
+    NCCL_OVERLAP = 22  # share of a collective's time inside its sibling compute span (0-1)
 
 
 N_SIGNALS = int(Signal.NCCL_OVERLAP)  # columns of a span batch: the signals read from span attributes
