@@ -133,6 +133,7 @@ def test_nezha_minute_round_trips() -> None:
 
 def test_handmade_batch_keeps_signals_peer_gpu_and_errors() -> None:
     batch = _handmade()
+    assert batch.signals[0, Signal.URGENT] == 1.0  # the caller's mark alone, for its children's queue times
     assert not np.isnan(batch.signals[1, Signal.QUEUE_TIME_URGENT])
     assert not np.isnan(batch.signals[3, Signal.QUEUE_TIME_ORDINARY])
     assert batch.signals[1, Signal.NUMA_MISMATCH] == 1.0
