@@ -6,9 +6,9 @@ engine replica, following the per-rank truth (`engine_view`). Every level is dra
   that time it computes its `device` share with its DRAM at its `dram` use
   (DCGM_FI_PROF_DRAM_ACTIVE; NVML's DCGM_FI_DEV_MEM_COPY_UTIL reads the same, in whole percent at
   a drawn ratio) and waits in the collective for its `wait` share, during which a kernel is
-  resident only part of the time (`kappa`; DCGM_FI_DEV_GPU_UTIL counts that part). A straggler (its GPU's bandwidth,
-  KV cache or host side slowed) lengthens every rank's step: its own DRAM stays busy while its
-  peers' DRAM_ACTIVE and GPU_UTIL fall as they wait.
+  resident only part of the time (`kappa`; DCGM_FI_DEV_GPU_UTIL counts that part). A straggler
+  (its GPU's bandwidth, KV cache or host side slowed) lengthens every rank's step: its own DRAM
+  stays busy while its peers' DRAM_ACTIVE and GPU_UTIL fall as they wait.
 - Only some exporters have the profiling fields (`Deployment.profiling`); the others report DRAM
   use through MEM_COPY_UTIL alone and NVLink traffic as NVML's running total of both directions.
 - NVLink bytes/s (per GPU, TX and RX) carry the all-reduce payload of the tokens processed per
@@ -136,7 +136,6 @@ def _dcgm(
     payload = weights.T @ (np.nan_to_num(view.collective_bytes) / view.model_s) / seconds * ring * served
     path = _nvlink_path(plan, view.tp, bounds)
     m = bounds.shape[0] - 1
-    seconds_per_scrape = np.diff(bounds) / 1e9
     for k in range(view.tp):
         jitter = rng.lognormal(0.0, g.noise, (5, m)) * rng.lognormal(0.0, 0.03, (5, 1))
         labels = d.dcgm_labels(cluster.host, k, cluster.engine)
@@ -153,7 +152,7 @@ def _dcgm(
             out.gauge("DCGM_FI_PROF_NVLINK_TX_BYTES", target, labels, np.round(tx))
             out.gauge("DCGM_FI_PROF_NVLINK_RX_BYTES", target, labels, np.round(rx))
         else:  # NVML's NVLink counter, KiB both ways since the exporter started
-            moved = (tx + rx) * seconds_per_scrape
+            moved = (tx + rx) * seconds
             before = float(np.mean(tx + rx)) * (d.start_ns - d.agent_start_ns) / 1e9
             kib = (before + np.cumsum(moved)) / 1024.0
             out.counter("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", target, labels, kib, d.agent_start_ns, whole=True)
