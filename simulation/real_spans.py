@@ -16,7 +16,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from rca.evidence.rows import find_sorted
 from rca.telemetry.spans import KIND_SERVER, Signal, SpanBatch
 from simulation.attributes import RequestAttributes
 
@@ -46,10 +45,13 @@ def vllm_spans(batch: SpanBatch, workers: Collection[str], *, priority_header: b
     columns = list(VLLM_SIGNALS)
     signals[:, columns] = kept.signals[:, columns]
     if priority_header:
-        marked = np.flatnonzero(~np.isnan(kept.signals[:, Signal.URGENT]))
+        marked = ~np.isnan(kept.signals[:, Signal.URGENT])
+        urgent = kept.signals[:, Signal.URGENT] == 1.0
         order = np.argsort(kept.span_id)
-        at, found = find_sorted(kept.span_id[order], kept.parent_id[marked])
-        signals[order[at[found]], Signal.URGENT] = kept.signals[marked[found], Signal.URGENT]
+        at = np.searchsorted(kept.span_id[order], kept.parent_id[marked])
+        at = np.minimum(at, order.shape[0] - 1)
+        found = kept.span_id[order[at]] == kept.parent_id[marked]
+        signals[order[at[found]], Signal.URGENT] = urgent[marked][found].astype(np.float64)
     return replace(kept, signals=signals)
 
 

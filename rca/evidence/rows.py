@@ -16,7 +16,6 @@ from rca.evidence.changepoint import Shift
 
 Array = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]
-Keys = npt.NDArray[np.int64] | npt.NDArray[np.uint64]  # sorted ids to look up (span ids are unsigned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +71,7 @@ def sum_rows(index: Index, values: Array, n: int) -> Array:
     return total
 
 
-def find_sorted(keys: Keys, values: Keys) -> tuple[Index, npt.NDArray[np.bool_]]:
+def find_sorted(keys: Index, values: Index) -> tuple[Index, npt.NDArray[np.bool_]]:
     """Where each of `values` sits in the sorted `keys` (a valid index, 0 when `keys` is empty),
     and whether it is there."""
     if keys.shape[0] == 0:
