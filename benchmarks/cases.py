@@ -32,8 +32,8 @@ HELD_OUT_SEEDS = (101, 102, 103)  # the shipped health parameters were fitted on
 class BenchCase:
     case_id: str
     fault_type: str  # the table's grouping: a FAULT name, or Nezha's own fault type
-    truth_service: str
-    truth_fault: str | None  # a FAULT name; None where the source uses another vocabulary
+    truth_services: tuple[str, ...]  # the root-cause services, the primary first: two where faults overlap
+    truth_faults: tuple[str, ...]  # their FAULT names; empty where the source uses another vocabulary
     batches: tuple[SpanBatch, ...]
     logs: tuple[LogBatch, ...]  # empty where the case is run on traces only
     webhooks: tuple[dict[str, object], ...]
@@ -108,8 +108,8 @@ def simulated_cases(
             yield BenchCase(
                 case_name(scenario, seed, profile, style),
                 truth.fault,
-                truth.service,
-                truth.fault,
+                tuple(dict.fromkeys((truth.service, *(r.service for r in truth.roots)))),
+                tuple(dict.fromkeys((truth.fault, *(r.fault for r in truth.roots)))),
                 case.batches,
                 case.logs if logs else (),
                 firing,
@@ -146,8 +146,8 @@ def nezha_cases(
         yield BenchCase(
             case.case_id,
             case.fault_type,
-            case.root_cause_service,
-            None,
+            (case.root_cause_service,),
+            (),
             moved,
             moved_logs,
             (nezha_webhook(case.case_id, entry, alert_ns),),

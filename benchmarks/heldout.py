@@ -55,14 +55,13 @@ def score_case(
     (evidence, alerts, _, _), truth = simulated_case(scenario, seed, profile=profile, style=style)
     causes = ranker.causes(evidence, alerts)
     services = [c.service for c in causes]
-    places = [p for p in (_position(services, r.service) for r in truth.roots) if p is not None]
     top = causes[0] if causes else None
     strongest = sorted((e for e in top.evidence if e.score > 0), key=lambda e: -e.score) if top else []
     return Scored(
         case=case_name(scenario, seed, profile, style),
         fault=truth.fault,
         truth=tuple(dict.fromkeys(r.service for r in truth.roots)),
-        place=min(places, default=None),
+        place=_position(services, [r.service for r in truth.roots]),
         fault_hit=top is not None and top.fault in {r.fault for r in truth.roots},
         probability=top.probability if top else 0.0,
         top_node=top.node if top else None,
