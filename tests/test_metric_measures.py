@@ -133,6 +133,24 @@ def test_cumulative_sums_become_rates_across_batches_and_resets() -> None:
     np.testing.assert_allclose(means, [0.2, (0.2 + 0.2) / 2, (0.5 + 0.2) / 2])
 
 
+def test_a_series_back_after_a_gap_with_an_unseen_start_gives_no_lifetime_rate() -> None:
+    graph = ServiceGraph()
+    host = {"instance": "gpu-node-1:9100"}
+    name = "node_memory_numa_other_node_total"
+    # 100 pages/s for a minute; an hour later the series is back from a run begun a day before,
+    # its counter at 9e6 (a lifetime mean of ~100 pages/s), moving 40 pages/s from then on.
+    points = [(T0 + k * 15 * S, T0 - 1000 * S, 1e5 + 1500.0 * k) for k in range(5)]
+    later, begun = T0 + 3600 * S, T0 + 3600 * S - 86_400 * S
+    points += [(later + k * 15 * S, begun, 9e6 + 600.0 * k) for k in range(5)]
+    for t, start, total in points:
+        rows = MetricRows()
+        rows.add(name, MetricKind.CUMULATIVE, {"service.name": "node-exporter"}, host, t, start, total)
+        graph.add_metrics(_batch(rows))
+    means = _means(graph, "host:gpu-node-1", name)  # the graph still holds the later minute
+    values = means[np.isfinite(means)]  # 15 s between points, 10 s windows: one rate per window
+    np.testing.assert_allclose(values, [40.0] * 4)  # no ~104/s reading of the day before
+
+
 def test_delta_sums_are_rates_over_their_interval() -> None:
     rows = MetricRows()
     for k in range(4):

@@ -3,8 +3,9 @@
 A measure is a mapped metric (`rca.telemetry.metric_table`), or a histogram's p95 (`{name}:p95`). Gauges
 read as they are; sums as per-second rates (a delta over its interval; a cumulative total as the
 difference to the series' previous point, a drop or a new start time being a reset, counted from
-the new start); histograms as the mean of the interval's observations and their p95, from the
-bucket counts. Points of metrics the table does not know are counted by name and go no further.
+the new start where that lies after the previous point); histograms as the mean of the
+interval's observations and their p95, from the bucket counts. Points of metrics the table does
+not know are counted by name and go no further.
 
 The state a cumulative series needs (its last point) is bounded: past `max_series` series it is
 dropped at once and counted, and each series then needs one more point for its next rate.
@@ -166,7 +167,10 @@ class MetricMeasures:
         seen = prev_t > 0  # a series' first point has nothing to count from: no rate
         reset = seen & ((start != prev_start) | (v < prev_v) | (histogram & (c < prev_c)))
         continued = seen & (t > prev_t) & ~reset
-        restarted = reset & (start > 0) & (t > start)
+        # A run we saw begin (its start after our last point) counts from its start; one begun
+        # before (a series back after a gap, its counter since an unseen start days ago) would read
+        # as its lifetime's mean rate: it only starts the series, like a first point.
+        restarted = reset & (start > 0) & (t > start) & (start >= prev_t)
         ok = continued | restarted
         dv = np.where(continued, v - prev_v, v)
         dc = np.where(continued, c - prev_c, c)
