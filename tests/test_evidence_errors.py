@@ -61,3 +61,37 @@ def test_fewer_errors_than_before_is_no_error_evidence() -> None:
     evidence = _evidence({"svc": (40, 40, 0.0)})
     assert _error_score(evidence, "svc") < 1.0
     assert np.isfinite(evidence.score[evidence.index("svc"), F[Fault.LATENCY]])
+
+
+def _client_call_evidence(callee_fails: bool) -> NodeEvidence:
+    """`front` serves GET / by calling `backend` (a client span, then backend's server span), 20
+    calls per window; from `FAULTY_FROM` on a quarter of the calls fail: answered with an error by
+    `backend` (both spans say so), or failed by `front` itself (its client span only: a timeout, a
+    cancel, a request the callee answered well)."""
+    builder = SpanBatchBuilder()
+    span = 1
+    for window in range(WINDOWS):
+        for k in range(20):
+            failed = window >= FAULTY_FROM and k % 4 == 0
+            start = T0 + window * WINDOW_NS + k * (WINDOW_NS // 20)
+            trace, server, client, callee = tid(span), sid(span), sid(span + 1), sid(span + 2)
+            ms = 10**6
+            builder.add(trace, server, b"", "front", "GET /", 2, start, start + 3 * ms, False, {}, {})
+            call = "GET backend"
+            builder.add(trace, client, server, "front", call, 3, start + ms // 10, start + 2 * ms, failed, {}, {})
+            answer = failed and callee_fails
+            builder.add(trace, callee, client, "backend", "GET /item", 2, start + ms, start + 2 * ms, answer, {}, {})
+            span += 3
+    graph = ServiceGraph(retention_seconds=3600.0)
+    graph.add(builder.build().batch)
+    end = T0 + WINDOWS * WINDOW_NS
+    return extract_evidence(graph, start_ns=end - 300 * 10**9, end_ns=end)
+
+
+def test_an_error_the_callee_answers_is_the_callees_not_its_callers_client_span() -> None:
+    answered = _client_call_evidence(callee_fails=True)
+    assert _error_score(answered, "backend") > 5.0
+    assert _error_score(answered, "front") < 1.0  # its client span only relays the answer
+    own = _client_call_evidence(callee_fails=False)
+    assert _error_score(own, "front") > 5.0  # the callee answered well: the failure is the caller's
+    assert _error_score(own, "backend") < 1.0

@@ -140,7 +140,11 @@ class _Extractor:
             callee = self.node_of[low(edges.keys[self.wire_edges])]
             label = Labels("network_time_s", self.wire_edges, self._edge_name)
             rows_latency.append((self.network_base + callee, log_gap, wire_calls, label))
-        error_rate = per_window_mean(ops.sums[:, :, OpSum.ERRORS], calls)
+        failed = ops.sums[:, :, OpSum.ERRORS]
+        if self.wire_edges.shape[0]:  # a client call's error its callee's span reports is the callee's answer
+            answered = edges.sums[self.wire_edges, :, EdgeSum.ERRORS]
+            failed = np.maximum(failed - sum_rows(self.edge_caller[self.wire_edges], answered, failed.shape[0]), 0.0)
+        error_rate = per_window_mean(failed, calls)
         rows_errors = [(self.node_of[ops.keys], error_rate, calls, self.op_label(ops.keys, "error_rate"))]
         # Virtual callees: the client spans' own durations and errors are their evidence.
         callee_node = self.node_of[low(edges.keys)]
