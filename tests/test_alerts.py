@@ -79,6 +79,10 @@ def test_rfc3339_keeps_nanoseconds_and_offsets() -> None:
         parse_rfc3339_ns("yesterday")
     with pytest.raises(ValueError):
         parse_rfc3339_ns("2026-13-02T07:45:04Z")
+    assert parse_rfc3339_ns("2262-04-11T23:47:16.854775807Z") == 2**63 - 1  # the last time stored
+    for far in ("9999-12-31T23:59:59Z", "1677-09-21T00:12:43Z"):  # found by the webhook fuzzer
+        with pytest.raises(ValueError, match="1678-2262"):
+            parse_rfc3339_ns(far)
 
 
 def test_fingerprint_of_labels_is_order_free() -> None:

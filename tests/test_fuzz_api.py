@@ -157,6 +157,17 @@ def test_random_webhooks_get_200_or_422_and_leave_the_store_readable(app: FastAP
         assert client.get(f"/incidents/{incident['id']}/causes").status_code == 200
 
 
+def test_a_time_past_what_nanoseconds_hold_is_a_422_not_a_500(app: FastAPI) -> None:
+    """Found by the fuzzer: an `endsAt` in year 9999 parsed, then overflowed SQLite's INTEGER."""
+    alert = {**FIRING["alerts"][0], "endsAt": "9999-12-31T23:59:59Z"}  # type: ignore[index]
+    client = TestClient(app, headers=AUTH)
+    response = client.post("/webhooks/alertmanager", json={**FIRING, "alerts": [alert]})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "alerts", 0, "endsAt"]
+    assert "1678-2262" in response.json()["detail"][0]["msg"]
+    assert client.post("/webhooks/alertmanager", json=FIRING).status_code == 200  # the store took no harm
+
+
 def test_non_finite_numbers_in_a_body_are_a_422_not_a_500(app: FastAPI) -> None:
     """Found by the fuzzer: Python's parser reads `Infinity`, and echoing it in the 422 failed."""
     body = b'{"version": Infinity, "truncatedAlerts": NaN, "alerts": [{"status": -Infinity}]}'

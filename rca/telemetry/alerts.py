@@ -22,6 +22,7 @@ _RFC3339 = re.compile(
     r"(?:\.(?P<frac>\d{1,9})\d*)?(?P<tz>[Zz]|[+-]\d{2}:\d{2})$"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MIN_NS, _MAX_NS = -(2**63), 2**63 - 1
 
 
 class AlertStatus(StrEnum):
@@ -50,7 +51,7 @@ class Alert:
 def parse_rfc3339_ns(text: str) -> int | None:
     """Epoch nanoseconds of an RFC3339 time (nanosecond fractions kept exactly); None for Go's
     zero time (year 1), which Alertmanager sends as the `endsAt` of firing alerts. ValueError if
-    `text` is not RFC3339."""
+    `text` is not RFC3339 or lies beyond what signed 64-bit nanoseconds hold (years 1678-2262)."""
     match = _RFC3339.match(text.strip())
     if match is None:
         raise ValueError(f"{text!r} is not an RFC3339 time")
@@ -61,7 +62,10 @@ def parse_rfc3339_ns(text: str) -> int | None:
     if moment.year == 1:
         return None
     seconds = (moment - _EPOCH) // timedelta(seconds=1)
-    return seconds * 1_000_000_000 + int((match["frac"] or "0").ljust(9, "0"))
+    ns = seconds * 1_000_000_000 + int((match["frac"] or "0").ljust(9, "0"))
+    if not _MIN_NS <= ns <= _MAX_NS:  # what a signed 64-bit count of nanoseconds holds (SQLite's too)
+        raise ValueError(f"{text!r} lies outside the years 1678-2262 that nanoseconds since 1970 can hold")
+    return ns
 
 
 def format_rfc3339(ns: int) -> str:
