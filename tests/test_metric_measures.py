@@ -44,6 +44,15 @@ def test_placement_follows_the_exporters_labels() -> None:
         {"gpu": "3", "Hostname": "node-a", "pod": "dcgm-exporter-x7k2p", "exported_pod": POD},
     )
     assert (gpu.node, gpu.owner, gpu.gpu) == ("gpu:node-a/3", "vllm-engine", True)
+    # An older dcgm-exporter without the host's network reports its own pod as Hostname: the
+    # scraping agent's host.name places the GPU on the node node_exporter names.
+    agent = {**dcgm, "host.name": "node-a"}
+    old = place(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        agent,
+        {"gpu": "3", "Hostname": "dcgm-exporter-x7k2p", "pod": "dcgm-exporter-x7k2p", "exported_pod": POD},
+    )
+    assert (old.node, old.owner) == ("gpu:node-a/3", "vllm-engine")
     cadvisor = place("container_cpu_usage_seconds_total", {"service.name": "kubelet"}, {"pod": "cart-5f6585d649-fnmft"})
     assert (cadvisor.node, cadvisor.gpu, cadvisor.host) == ("cart", False, False)
     vllm = place(

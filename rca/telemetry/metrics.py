@@ -66,6 +66,19 @@ def _first(keys: Sequence[str], *where: Mapping[str, str]) -> str:
     return ""
 
 
+def _host(point: Mapping[str, str], resource: Mapping[str, str]) -> str:
+    """The first host attribute that is not a pod's own name: an exporter in a container without
+    the host's network reports its pod as `Hostname` (dcgm-exporter before NODE_NAME was read),
+    and the scraping agent's `host.name` says where it runs."""
+    pods = {where.get(key) for where in (point, resource) for key in POD_KEYS}
+    for where in (point, resource):
+        for key in HOST_KEYS:
+            value = where.get(key)
+            if value and value not in pods:
+                return value
+    return ""
+
+
 def place(metric: str, resource: Mapping[str, str], point: Mapping[str, str]) -> Placement:
     """The node of a point of `metric` with these resource and point attributes (string values;
     interface: metrics): a GPU index with a host makes `gpu:{host}/{index}` owned by the pod the
@@ -76,7 +89,7 @@ def place(metric: str, resource: Mapping[str, str], point: Mapping[str, str]) ->
     pod = _first(POD_KEYS, point, resource)
     workload = strip_pod_suffix(pod) if pod else ""
     gpu = _first(GPU_KEYS, point, resource)
-    host = _first(HOST_KEYS, point, resource)
+    host = _host(point, resource)
     if ":" in host and host.rsplit(":", 1)[1].isdigit():  # Prometheus `instance`: host:port
         host = host.rsplit(":", 1)[0]
     if gpu and host:
