@@ -33,7 +33,7 @@ class BenchCase:
     case_id: str
     fault_type: str  # the table's grouping: a FAULT name, or Nezha's own fault type
     truth_services: tuple[str, ...]  # the root-cause services, the primary first: two where faults overlap
-    truth_faults: tuple[str, ...]  # their FAULT names; empty where the source uses another vocabulary
+    truth_faults: tuple[str, ...]  # the roots' FAULT classes; empty where the source uses another vocabulary
     batches: tuple[SpanBatch, ...]
     logs: tuple[LogBatch, ...]  # empty where the case is run on traces only
     webhooks: tuple[dict[str, object], ...]
