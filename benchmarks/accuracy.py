@@ -131,9 +131,10 @@ def _replay(export: Export, export_logs: Export, export_metrics: Export, case: B
     return local
 
 
-def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, float, float]:
-    """rca's ranked services, its top cause's class, the seconds its webhooks took and its top
-    cause's probability (0 where it named no cause: a miss it put no confidence in)."""
+def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, float, float, list[str]]:
+    """rca's ranked services, its top cause's class, the seconds its webhooks took, its top
+    cause's probability (0 where it named no cause: a miss it put no confidence in) and the
+    services its `simultaneous` roots name (none where one root explains the evidence best)."""
     began = time.perf_counter()
     incident_id = None
     for webhook in case.webhooks:
@@ -142,10 +143,12 @@ def _rank_with_rca(api: str, case: BenchCase) -> tuple[list[str], str | None, fl
             incident_id = answer["incidents"][0]["id"]
     seconds = time.perf_counter() - began
     if incident_id is None:
-        return [], None, seconds, 0.0
-    causes = _get(f"{api}/incidents/{incident_id}/causes")["causes"]
+        return [], None, seconds, 0.0, []
+    answer = _get(f"{api}/incidents/{incident_id}/causes")
+    causes = answer["causes"]
     top_fault, top_probability = (causes[0]["fault"], float(causes[0]["probability"])) if causes else (None, 0.0)
-    return [c["service"] for c in causes], top_fault, seconds, top_probability
+    several = [root["service"] for root in answer.get("simultaneous", [])]
+    return [c["service"] for c in causes], top_fault, seconds, top_probability, several
 
 
 def run_suite(
@@ -185,10 +188,11 @@ def run_suite(
                 per_case.append(row | {"rank": rank, "top": top})
                 for method in methods:
                     if method == "rca":
-                        ranked, fault, seconds, probability = _rank_with_rca(api, case)
+                        ranked, fault, seconds, probability, several = _rank_with_rca(api, case)
                         hit = fault in case.truth_faults if case.truth_faults else None
                         per_case[-1]["fault"] = fault  # rca's top cause's class
                         per_case[-1]["probability"] = probability  # and its probability
+                        per_case[-1]["simultaneous"] = several  # the services of its several roots
                     else:
                         began = time.perf_counter()
                         peer = SPAN_PEERS.get(method)
@@ -220,6 +224,22 @@ def _misses(per_case: list[dict[str, Any]]) -> list[str]:
         for row in per_case
         if "rca" in row["rank"] and row["rank"]["rca"] != 1
     ]
+
+
+def several_roots_line(per_case: list[dict[str, Any]]) -> str | None:
+    """How often rca's `simultaneous` named every root of a two-root case, and how often it
+    appeared on a one-root case; None where no case was ranked by rca."""
+    rows = [row for row in per_case if "simultaneous" in row]
+    if not rows:
+        return None
+    double = [row for row in rows if len(row["truth"]) > 1]
+    both = sum(set(row["truth"]) <= set(row["simultaneous"]) for row in double)
+    single = [row for row in rows if len(row["truth"]) == 1]
+    flagged = sum(bool(row["simultaneous"]) for row in single)
+    return (
+        f"`simultaneous` named both roots in {both} of {len(double)} two-root cases "
+        f"and appeared in {flagged} of {len(single)} one-root cases"
+    )
 
 
 def _table(report: dict[str, Any], breakdown: dict[str, Any]) -> str:
@@ -256,6 +276,9 @@ def run_accuracy_benchmark(
         print(f"rca bench: {exc}", file=sys.stderr)
         return 2
     print(_table(report, breakdown))
+    several = several_roots_line(per_case)
+    if several:
+        print(f"rca several roots: {several}")
     misses = _misses(per_case)
     if misses:
         print("\nrca's misses (place of the truth among the ranked services):", *misses, sep="\n")

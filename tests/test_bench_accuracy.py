@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from benchmarks.accuracy import REPLAY_PAST_ALERT_NS, START_NS, _position, _replay, run_accuracy_benchmark
+from benchmarks.accuracy import (
+    REPLAY_PAST_ALERT_NS,
+    START_NS,
+    _position,
+    _replay,
+    run_accuracy_benchmark,
+    several_roots_line,
+)
 from benchmarks.cases import SMOKE_SCENARIOS, nezha_cases, simulated_cases
 from benchmarks.nezha import default_root
 from ingest.otlp_logs import decode_logs_protobuf
@@ -41,6 +48,7 @@ def test_smoke_suite_report_has_the_contract_shape_and_rca_leads(tmp_path: Path)
     for method, scores in report["methods"].items():  # the per-case places add up to the table
         assert sum(row["rank"][method] == 1 for row in per_case) / len(per_case) == scores["AC@1"]
     assert all(row["top"]["rca"] in row["truth"] for row in per_case if row["rank"]["rca"] == 1)
+    assert all(isinstance(row["simultaneous"], list) for row in per_case)  # its several roots' services
     probabilities = [row["probability"] for row in per_case]  # rca's top cause's
     assert all(0.0 < p <= 1.0 for p in probabilities)
     assert sum(probabilities) / len(per_case) == pytest.approx(rca["mean_top1_probability"])
@@ -143,3 +151,17 @@ def test_an_overlapping_fault_case_counts_either_root_as_held_out_scoring_does()
     assert _position(["gateway"], case.truth_services) is None
     single = next(simulated_cases(("llm-errors",), (101,), START_NS))
     assert single.truth_services == (single.truth_services[0],) and single.truth_faults == ("errors",)
+
+
+def test_the_several_roots_line_counts_both_roots_named_and_single_faults_flagged() -> None:
+    rows = [
+        {"truth": ["a", "b"], "simultaneous": ["b", "a", "c"]},  # both named
+        {"truth": ["a", "b"], "simultaneous": ["a"]},  # one only
+        {"truth": ["a"], "simultaneous": []},
+        {"truth": ["a"], "simultaneous": ["a", "d"]},  # a single fault read as two
+        {"truth": ["a"]},  # a peer's row: not rca's
+    ]
+    assert several_roots_line(rows) == (
+        "`simultaneous` named both roots in 1 of 2 two-root cases and appeared in 1 of 2 one-root cases"
+    )
+    assert several_roots_line([{"truth": ["a"]}]) is None
