@@ -14,7 +14,7 @@ the caller's span, is found marking the request so (`SpanMarks`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,6 +79,13 @@ class _Pending:
     error: npt.NDArray[np.bool_]
     window: npt.NDArray[np.int64]
     queue_s: npt.NDArray[np.float64]  # a queue time with no urgency of its own (NaN elsewhere): the parent's counts
+
+    @staticmethod
+    def joined(parts: list[_Pending]) -> _Pending:
+        return _Pending(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(_Pending)))
+
+    def select(self, rows: npt.NDArray[np.bool_]) -> _Pending:
+        return _Pending(*(getattr(self, f.name)[rows] for f in fields(self)))
 
 
 class ServiceGraph:
@@ -176,16 +183,8 @@ class ServiceGraph:
             self._marks.insert(batch.span_id[lends], urgent[lends].astype(np.int64), window[lends])
         has_parent = batch.parent_id != 0
         queue_s = np.where(marked, np.nan, queue_s)
-        self._pending.append(
-            _Pending(
-                batch.parent_id[has_parent],
-                nodeop[has_parent],
-                duration[has_parent],
-                batch.error[has_parent],
-                window[has_parent],
-                queue_s[has_parent],
-            )
-        )
+        waiting = _Pending(batch.parent_id, nodeop, duration, batch.error, window, queue_s)
+        self._pending.append(waiting.select(has_parent))
         self._pending_count += int(has_parent.sum())
         if self._pending_count >= self._resolve_at:
             self.resolve()
@@ -316,15 +315,7 @@ class ServiceGraph:
         self._count_lockstep()
         if not self._pending:
             return
-        p = _Pending(
-            *(
-                np.concatenate(cols)
-                for cols in zip(
-                    *((x.parent, x.nodeop, x.duration_s, x.error, x.window, x.queue_s) for x in self._pending),
-                    strict=True,
-                )
-            )
-        )
+        p = _Pending.joined(self._pending)
         self._pending = []
         self._pending_count = 0
         newest = self.newest_ns // self.window_ns
@@ -339,11 +330,7 @@ class ServiceGraph:
         keep = waiting & ~stale
         if keep.any():
             self._pending_count = int(keep.sum())
-            self._pending.append(
-                _Pending(
-                    p.parent[keep], p.nodeop[keep], p.duration_s[keep], p.error[keep], p.window[keep], p.queue_s[keep]
-                )
-            )
+            self._pending.append(p.select(keep))
 
     def _count_parents_urgency(
         self,

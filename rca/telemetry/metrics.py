@@ -9,7 +9,7 @@ Histograms carry their sum and count, and their bucket counts for the p95.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
@@ -57,11 +57,11 @@ class Placement:
     host: bool = False
 
 
-def _first(keys: Sequence[str], *where: Mapping[str, str]) -> str:
+def _first(keys: Sequence[str], *where: Mapping[str, str], skip: Collection[str | None] = ()) -> str:
     for attributes in where:
         for key in keys:
             value = attributes.get(key)
-            if value:
+            if value and value not in skip:
                 return value
     return ""
 
@@ -71,12 +71,7 @@ def _host(point: Mapping[str, str], resource: Mapping[str, str]) -> str:
     the host's network reports its pod as `Hostname` (dcgm-exporter before NODE_NAME was read),
     and the scraping agent's `host.name` says where it runs."""
     pods = {where.get(key) for where in (point, resource) for key in POD_KEYS}
-    for where in (point, resource):
-        for key in HOST_KEYS:
-            value = where.get(key)
-            if value and value not in pods:
-                return value
-    return ""
+    return _first(HOST_KEYS, point, resource, skip=pods)
 
 
 def place(metric: str, resource: Mapping[str, str], point: Mapping[str, str]) -> Placement:
