@@ -98,6 +98,17 @@ def test_templates_are_stable_and_bounded() -> None:
         ]
     )
     assert len(miner) <= 50
+
+
+def test_a_long_body_cut_anywhere_keeps_its_template() -> None:
+    # A list of ids too long to keep whole: where the cut falls depends on the ids' widths, so
+    # the cut bodies' last tokens differ. They are one message, and read as one template.
+    rng = np.random.default_rng(3)
+    tickets = [rng.integers(1, 10**width, 80) for width in (2, 5, 9, 10)]
+    bodies = ["sold: " + ", ".join(f"Ticket(seatNo={n}, from=shanghai, to=nanjing)" for n in t) for t in tickets]
+    miner = TemplateMiner(max_templates=50, cache_size=100, max_body_chars=2048)
+    assert len({len(mask_bodies([b[:2048]], 10**6)[0].split()) for b in bodies}) > 1  # cut ends differ
+    assert len(set(miner.ids(bodies).tolist())) == 1
     assert miner.cached <= 100
 
 

@@ -6,6 +6,11 @@ per record. A masked body seen before takes its
 template from a bounded cache; only new masked bodies go through Drain. The state is bounded:
 Drain keeps at most `max_templates` clusters (least recently used evicted), the cache at most
 `cache_size` masked bodies, and bodies are cut at `max_body_chars`.
+
+A template is read from the first quarter of that length of the masked body. Where a long body
+is cut depends on how wide its numbers happen to be, so the last tokens of two cuts of one
+message differ (a list of ids cut mid-item); the masked body's first quarter, which a body cut at
+`max_body_chars` holds whole unless long numbers shrank it, reads the same for both.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from drain3.drain import Drain
 from numba import njit
 
 PARAM = "<*>"
+TEMPLATE_SHARE = 4  # a template is the masked body's first max_chars / 4 (module docstring)
 _QUOTED = (re.compile(r'"[^"\n]*"'), re.compile(r"'[^'\n]*'"))
 _PARAM_RUN = re.compile(r"<\*>(?:[,; \t]*<\*>)+")  # a list of any length is one parameter
 _NEWLINES = str.maketrans({"\n": " ", "\r": " "})
@@ -63,8 +69,9 @@ def _mask_tokens(
 
 
 def mask_bodies(bodies: Sequence[str], max_chars: int) -> list[str]:
-    """Each body cut at `max_chars`, on one line, with its variable parts masked: quoted values,
-    and every token with a digit in it (numbers, ids, hashes, addresses, times)."""
+    """Each body cut at `max_chars`, on one line, with its variable parts masked (quoted values,
+    and every token with a digit in it: numbers, ids, hashes, addresses, times) and the masked
+    text cut at `max_chars // TEMPLATE_SHARE`."""
     if not bodies:
         return []
     text = "\n".join(b[:max_chars].translate(_NEWLINES) if "\n" in b or "\r" in b else b[:max_chars] for b in bodies)
@@ -72,7 +79,8 @@ def mask_bodies(bodies: Sequence[str], max_chars: int) -> list[str]:
         text = pattern.sub('"<*>"', text)
     raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)
     masked = _mask_tokens(raw, _DELIMITERS, _PARAM_BYTES).tobytes().decode("utf-8", "surrogatepass")
-    return _PARAM_RUN.sub(PARAM, masked).split("\n")
+    keep = max_chars // TEMPLATE_SHARE
+    return [line[:keep] for line in _PARAM_RUN.sub(PARAM, masked).split("\n")]
 
 
 class TemplateMiner:
