@@ -1,6 +1,7 @@
 """The first pass of trace generation: every request's call tree, expanded level by level (which
 calls each operation makes, how many, transient failures retried, a load balancer's pick among
-replicas) with a call_structure fault's changes, and which invocations each fault applies to."""
+replicas) with a call_structure fault's changes (and their echo in a callee, `faults.Echo`), and
+which invocations each fault applies to."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class CallTree:
     instance: I64
     attempt: I64
     changed: npt.NDArray[np.bool_]  # invocations a call_structure fault changes
+    echoed: npt.NDArray[np.bool_]  # callee invocations the changed requests send down another branch
     bounds: tuple[int, ...]
 
 
@@ -64,17 +66,20 @@ def _calls(
     ops: I64,
     attempt: I64,
     changed: npt.NDArray[np.bool_],
+    echoed: npt.NDArray[np.bool_],
 ) -> tuple[I64, I64, I64, I64]:
     """The calls a level of invocations makes: (caller index in level, callee op, seq, attempt);
-    `plan` is the case's call_structure fault, if any, `changed` the invocations it changes."""
+    `plan` is the case's call_structure fault, if any, `changed` the invocations it changes and
+    `echoed` those its echo changes."""
     out: list[tuple[I64, I64, I64, I64]] = []
     order = np.argsort(ops, kind="stable")
     change, changed_call = (plan.change, plan.call) if plan else (CallChange.NONE, -1)
+    echo = plan.echo if plan else None
     for group in np.split(order, np.flatnonzero(np.diff(ops[order])) + 1):
         op = int(ops[group[0]])
         live = group[attempt[group] != Attempt.FAILED]
         k = live.shape[0]
-        changes = changed[live]
+        changes, echoes = changed[live], echoed[live]
         draws: dict[int, npt.NDArray[np.float64]] = {}  # per exclusive group: one draw per invocation
         taken: dict[int, float] = {}  # and the probability its earlier calls took
         for ci, (callee_f, p, max_count, exclusive) in enumerate(ct.calls[op].tolist()):
@@ -85,6 +90,8 @@ def _calls(
             )
             if skipped:
                 prob[changes] = 0.0
+            if echo is not None and op == echo.operation and ci == echo.call:
+                prob[echoes] = 0.0
             if exclusive:
                 draw, below = draws.setdefault(int(exclusive), rng.random(k)), taken.get(int(exclusive), 0.0)
                 made = (draw >= below) & (draw < below + prob)
@@ -121,8 +128,9 @@ def expand(ct: CompiledTopology, plan: FaultPlan | None, rng: np.random.Generato
         "seq": np.zeros(n, np.int64),
         "attempt": np.zeros(n, np.int64),
     }
-    columns: dict[str, list[npt.NDArray[np.generic]]] = {k: [] for k in (*level, "instance", "changed")}
+    columns: dict[str, list[npt.NDArray[np.generic]]] = {k: [] for k in (*level, "instance", "changed", "echoed")}
     bounds = [0]
+    from_changed = np.zeros(n, np.bool_)  # called by an invocation the fault changed
     while level["op"].shape[0]:
         level["instance"] = rng.integers(0, ct.instances[ct.op_service[level["op"]]])
         for key, values in level.items():
@@ -131,11 +139,17 @@ def expand(ct: CompiledTopology, plan: FaultPlan | None, rng: np.random.Generato
         if plan is not None:
             changed = fault_hits(ct, plan, level["op"], level["instance"], t_root[level["trace"]], rng)
         columns["changed"].append(changed)
-        caller, callee, seq, attempt = _calls(ct, plan, rng, level["op"], level["attempt"], changed)
+        echoed = np.zeros(level["op"].shape[0], np.bool_)
+        if plan is not None and plan.echo is not None:
+            echoed = from_changed & (level["op"] == plan.echo.operation)
+            echoed &= rng.random(echoed.shape[0]) < plan.echo.share
+        columns["echoed"].append(echoed)
+        caller, callee, seq, attempt = _calls(ct, plan, rng, level["op"], level["attempt"], changed, echoed)
+        from_changed = changed[caller]
         start = bounds[-1]
         bounds.append(start + level["op"].shape[0])
         trace = level["trace"][caller]
         level = {"op": callee, "parent": start + caller, "trace": trace, "seq": seq, "attempt": attempt}
     c = {k: np.concatenate(v) for k, v in columns.items()}
-    columns_in_order = (c["op"], c["parent"], c["trace"], c["seq"], c["instance"], c["attempt"], c["changed"])
-    return CallTree(*columns_in_order, tuple(bounds))
+    tree = (c["op"], c["parent"], c["trace"], c["seq"], c["instance"], c["attempt"], c["changed"], c["echoed"])
+    return CallTree(*tree, tuple(bounds))

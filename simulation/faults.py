@@ -24,6 +24,7 @@ LLM_FAULTS = frozenset(
 )
 _MIN_FAULT_CALLS = 40.0  # expected calls of a target during the fault at the default rate
 _LOW_TRAFFIC_CALLS = 12.0
+ECHO_CHANCE = 0.5  # call_structure faults whose changed requests change a callee's path
 SECOND = 1_000_000_000
 
 
@@ -60,6 +61,17 @@ class CallChange(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Echo:
+    """What a code defect's changed requests do downstream: a wrong argument or a missing field
+    sends one callee operation down another branch, so that on `share` of the changed requests
+    that reach it, it skips its call `call`. Its own code is fine; the truth stays the caller."""
+
+    operation: int
+    call: int
+    share: float
+
+
+@dataclass(frozen=True, slots=True)
 class FaultPlan:
     """One root: what breaks, where, when and how hard. `magnitude` is in the class's own
     quantity: a slowdown factor (latency, GPU bandwidth, NUMA, NCCL), a block-size shrink factor
@@ -82,6 +94,7 @@ class FaultPlan:
     replica: int = -1  # LLM faults: the engine replica
     peer: str = ""  # a datastore fault: the callee its callers' client spans name
     mode: Mode = Mode.NONE
+    echo: Echo | None = None  # call_structure: a callee whose path the changed requests change
 
     def active(self, t_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         result: npt.NDArray[np.bool_] = (t_ns >= self.inject_ns) & (t_ns < self.end_ns)
@@ -256,6 +269,19 @@ def _call_structure(
     call = int(rng.choice(remote)) if change is CallChange.RETRY else int(rng.integers(len(callees)))
     name = ct.services[service]
     instance = int(rng.integers(ct.instances[service])) if variant is Variant.PARTIAL else -1
-    return FaultPlan(
-        Fault.CALL_STRUCTURE, name, name, service, inject_ns, end_ns, share, variant, instance, op, call, change
-    )
+    echo = _echo(ct, op, call, change, rng)
+    where = (name, name, service, inject_ns, end_ns)
+    return FaultPlan(Fault.CALL_STRUCTURE, *where, share, variant, instance, op, call, change, echo=echo)
+
+
+def _echo(ct: CompiledTopology, op: int, call: int, change: CallChange, rng: np.random.Generator) -> Echo | None:
+    """For `ECHO_CHANCE` of the faults, a callee operation on another service that the changed
+    requests still call and that makes calls of its own, with the call it skips and on what share."""
+    callees = ct.calls[op][:, 0].astype(np.int64)
+    made = np.arange(len(callees)) < call if change is CallChange.ABORT else np.arange(len(callees)) != call
+    remote = ct.is_remote(np.full(len(callees), op), callees)
+    eligible = [int(c) for c in callees[made & remote] if len(ct.calls[int(c)]) and ct.op_role[c] == Role.GENERIC]
+    if not eligible or rng.random() >= ECHO_CHANCE:
+        return None
+    callee = eligible[int(rng.integers(len(eligible)))]
+    return Echo(callee, int(rng.integers(len(ct.calls[callee]))), float(rng.uniform(0.1, 1.0)))

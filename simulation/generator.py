@@ -140,7 +140,8 @@ def generate_invocations(
         request_signals(engines, n),
     )
     invocations = Invocations(
-        op, parent, tree.seq, tree.attempt, trace_ids[tree.trace], span_id, start, end, error, failing, touched, hiccup
+        *(op, parent, tree.seq, tree.attempt, trace_ids[tree.trace], span_id, start, end),
+        *(error, failing, touched, tree.echoed, hiccup),
     )
     r = np.flatnonzero(remote)
     client_start = t_root[r] + np.round(client_s[r] * 1e9).astype(np.int64)

@@ -36,6 +36,7 @@ class Invocations:
     error: Bools  # the span's final status, propagated errors included
     failing: Bools  # failed by an `errors` fault
     hit: Bools  # the fault applies (target service, replica, during the fault)
+    echoed: Bools  # a callee the fault's changed requests send down another branch (`faults.Echo`)
     hiccup: npt.NDArray[np.float64]  # slowdown of a noisy service's hiccup, 1 outside
 
     def __len__(self) -> int:

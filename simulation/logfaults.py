@@ -3,8 +3,10 @@
 `errors`: the faulty service logs an exception (one or two new ERROR formats, some with a stack
 trace) on a share of its failing requests. `call_structure` (missing call, early return): on a
 share of the changed requests the lines of the skipped code path are not written, and/or a new
-INFO/WARN line says why. Other faults write nothing of their own here; their slowness shows
-only where a service's slow-request logger catches it, and failed calls in callers' logs.
+INFO/WARN line says why; where the changed requests send a callee down another branch
+(`faults.Echo`), the callee's lines around the call it skips are not written either. Other
+faults write nothing of their own here; their slowness shows only where a service's slow-request
+logger catches it, and failed calls in callers' logs.
 """
 
 from __future__ import annotations
@@ -58,9 +60,8 @@ def fault_lines(ct: CompiledTopology, plan: FaultPlan, table: LineTable, rng: np
         return FaultLogs(float(rng.uniform(0.05, 1.0)), lines)
     if plan.change not in (CallChange.MISSING, CallChange.ABORT):
         return FaultLogs.none()
-    calls = ct.calls[plan.operation].shape[0]
-    first = (plan.call + 0.5) / (calls + 1)
-    segment = (first, np.inf if plan.change is CallChange.ABORT else (plan.call + 1.5) / (calls + 1))
+    segment = _call_segment(ct.calls[plan.operation].shape[0], plan.call, plan.change is CallChange.ABORT)
+    first = segment[0]
     pool = lf.EARLY_RETURN if plan.change is CallChange.ABORT else lf.SKIPPED_CALL
     op = np.array([plan.operation], np.int64)
     line = table.add(
@@ -76,6 +77,12 @@ def fault_lines(ct: CompiledTopology, plan: FaultPlan, table: LineTable, rng: np
     lines = np.full((n_ops, 1), -1, np.int64)
     lines[plan.operation] = line
     return FaultLogs(float(rng.uniform(0.15, 1.0)), lines, segment, bool(rng.random() < 0.6))
+
+
+def _call_segment(calls: int, call: int, abort: bool) -> tuple[float, float]:
+    """Where the code skipped with call `call` of `calls` lies, as span fractions (an early return
+    skips the rest)."""
+    return (call + 0.5) / (calls + 1), np.inf if abort else (call + 1.5) / (calls + 1)
 
 
 def _changed(plan: FaultPlan, inv: Invocations, evidence: FaultLogs, rng: np.random.Generator) -> Bools:
@@ -102,6 +109,18 @@ def skipped(
     in_segment &= np.isin(lines.kind, _CODE_KINDS)
     changed = _changed(plan, inv, evidence, rng)
     return changed[row] & in_segment[line], changed
+
+
+def echo_skipped(ct: CompiledTopology, plan: FaultPlan, lines: Lines, inv: Invocations, row: I64, line: I64) -> Bools:
+    """Which code-line records the echo's callee no longer writes: the code around the call it
+    skips, on the invocations the changed requests sent down another branch."""
+    if plan.echo is None:
+        return np.zeros(row.shape[0], np.bool_)
+    echo = plan.echo
+    lo, hi = _call_segment(len(ct.calls[echo.operation]), echo.call, abort=False)
+    in_segment = (lines.op == echo.operation) & (lines.pos >= lo) & (lines.pos < hi) & np.isin(lines.kind, _CODE_KINDS)
+    gone: Bools = inv.echoed[row] & in_segment[line]
+    return gone
 
 
 def fault_records(

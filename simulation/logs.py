@@ -29,7 +29,7 @@ from simulation.logcode import (
     code_lines,
     per_op_lines,
 )
-from simulation.logfaults import fault_lines, fault_records, skipped
+from simulation.logfaults import echo_skipped, fault_lines, fault_records, skipped
 from simulation.topology import CompiledTopology
 
 I64 = npt.NDArray[np.int64]
@@ -175,6 +175,7 @@ def write_logs(
     parts: list[Records] = []
     row, line = _code_records(ct, lines, inv, rng)
     gone, changed = skipped(plan, evidence, lines, inv, row, line, rng)
+    gone |= echo_skipped(ct, plan, lines, inv, row, line)
     row, line = row[~gone], line[~gone]
     parts.append((row, line, _at(inv, row, np.clip(lines.pos[line] + rng.normal(0, 0.01, row.shape[0]), 0, 1))))
     parts.append(fault_records(plan, evidence, lines, inv, changed, rng))

@@ -12,8 +12,11 @@ import pytest
 
 from rca.graph.service_graph import ServiceGraph
 from rca.graph.view import Window, graph_between
+from rca.telemetry.faults import Fault
 from rca.telemetry.spans import SpanBatch
 from simulation import SCENARIOS, SimulatedCase, simulate
+from simulation.calltree import expand
+from simulation.faults import CallChange, Echo, FaultPlan
 from simulation.scenarios import compiled
 
 SECOND = 1_000_000_000
@@ -253,3 +256,26 @@ def test_children_start_and_end_inside_their_parents() -> None:
     assert np.array_equal(s.span_id[parent], s.parent_id[has])
     assert (s.start_ns[has] >= s.start_ns[parent]).all() and (s.end_ns[has] <= s.end_ns[parent]).all()
     assert np.array_equal(s.trace_id[has], s.trace_id[parent])
+
+
+def test_a_code_defects_changed_requests_send_its_callee_down_another_branch() -> None:
+    # frontend's GET /product/{id} stops making its first call on 70 % of its requests; the
+    # changed requests reach ListRecommendations, which skips its own call on 60 % of them.
+    ct = compiled("boutique")
+    op, recommend = (
+        ct.op_index[("frontend", "GET /product/{id}")],
+        ct.op_index[("recommendationservice", "ListRecommendations")],
+    )
+    echo = Echo(recommend, 0, 0.6)
+    frontend = ct.service_index["frontend"]
+    where = ("frontend", "frontend", frontend, 0, SECOND)
+    plan = FaultPlan(Fault.CALL_STRUCTURE, *where, 0.7, operation=op, call=0, change=CallChange.MISSING, echo=echo)
+    tree = expand(ct, plan, np.random.default_rng(7), np.full(2000, op), np.zeros(2000, np.int64))
+    parent = np.maximum(tree.parent, 0)
+    reached = (tree.op == recommend) & (tree.parent >= 0)
+    assert not (tree.echoed & ~(reached & tree.changed[parent])).any()  # only what the changed requests reach
+    assert 0.5 < tree.echoed[reached & tree.changed[parent]].mean() < 0.7
+    its_call = (tree.parent >= 0) & (tree.op == int(ct.calls[recommend][0, 0]))
+    called = np.bincount(parent[its_call], minlength=len(tree.op)) > 0
+    assert not called[tree.echoed].any()  # the skipped call
+    assert called[reached & ~tree.echoed].all()  # made on every other request (p = 1)
