@@ -74,6 +74,7 @@ def test_masking_keeps_code_locations_and_masks_what_varies() -> None:
             "t.s.TravelServiceImpl#532 TraceID: ffc8ca7e4c8f06c7 route f3d4d4ef-693b-4456-8eed-59c0d717dd08",
             "user 42 from 10.0.0.1:8080 at 2023-01-29T08:42:22.383Z took 3.5 ms name='bob' ids=[1, 2, 3]",
             "two\nlines",
+            "[query][Stations][stations: [shanghai, suzhou, nanjing] distances: [0, 50, 300]] [a, b c]",
         ],
         max_chars=2048,
     )
@@ -81,6 +82,7 @@ def test_masking_keeps_code_locations_and_masks_what_varies() -> None:
         "t.s.TravelServiceImpl#532 TraceID: <*> route <*>",
         'user <*> from <*> at <*> took <*> ms name="<*>" ids=[<*>]',
         "two lines",
+        "[query][Stations][stations: [<*>] distances: [<*>]] [a, b c]",  # a list of words is a value
     ]
 
 

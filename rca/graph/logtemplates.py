@@ -27,6 +27,7 @@ PARAM = "<*>"
 TEMPLATE_SHARE = 4  # a template is the masked body's first max_chars / 4 (module docstring)
 _QUOTED = (re.compile(r'"[^"\n]*"'), re.compile(r"'[^'\n]*'"))
 _PARAM_RUN = re.compile(r"<\*>(?:[,; \t]*<\*>)+")  # a list of any length is one parameter
+_WORD_LIST = re.compile(r"\[(?:[^\[\]\s,]++, )++[^\[\]\s,]++\]")  # so is a bracketed list of words: [nanjing, suzhou]
 _NEWLINES = str.maketrans({"\n": " ", "\r": " "})
 # Tokens are split at whitespace and at these; '.', ':', '-' and '_' stay inside tokens, so that
 # an address, a time, a version or a UUID is one token.
@@ -70,8 +71,9 @@ def _mask_tokens(
 
 def mask_bodies(bodies: Sequence[str], max_chars: int) -> list[str]:
     """Each body cut at `max_chars`, on one line, with its variable parts masked (quoted values,
-    and every token with a digit in it: numbers, ids, hashes, addresses, times) and the masked
-    text cut at `max_chars // TEMPLATE_SHARE`."""
+    every token with a digit in it: numbers, ids, hashes, addresses, times; lists of them and
+    bracketed lists of words, whatever their length) and the masked text cut at
+    `max_chars // TEMPLATE_SHARE`."""
     if not bodies:
         return []
     text = "\n".join(b[:max_chars].translate(_NEWLINES) if "\n" in b or "\r" in b else b[:max_chars] for b in bodies)
@@ -80,7 +82,8 @@ def mask_bodies(bodies: Sequence[str], max_chars: int) -> list[str]:
     raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)
     masked = _mask_tokens(raw, _DELIMITERS, _PARAM_BYTES).tobytes().decode("utf-8", "surrogatepass")
     keep = max_chars // TEMPLATE_SHARE
-    return [line[:keep] for line in _PARAM_RUN.sub(PARAM, masked).split("\n")]
+    masked = _WORD_LIST.sub(f"[{PARAM}]", _PARAM_RUN.sub(PARAM, masked))
+    return [line[:keep] for line in masked.split("\n")]
 
 
 class TemplateMiner:
