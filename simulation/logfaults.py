@@ -85,6 +85,13 @@ def _call_segment(calls: int, call: int, abort: bool) -> tuple[float, float]:
     return (call + 0.5) / (calls + 1), np.inf if abort else (call + 1.5) / (calls + 1)
 
 
+def _code_between(lines: Lines, op: int, segment: tuple[float, float]) -> Bools:
+    """The code lines of operation `op` written within `segment` (span fractions)."""
+    lo, hi = segment
+    inside: Bools = (lines.op == op) & (lines.pos >= lo) & (lines.pos < hi) & np.isin(lines.kind, _CODE_KINDS)
+    return inside
+
+
 def _changed(plan: FaultPlan, inv: Invocations, evidence: FaultLogs, rng: np.random.Generator) -> Bools:
     """The requests a call_structure fault's log evidence shows on."""
     changed: Bools = inv.hit & (inv.op == plan.operation) & (rng.random(len(inv)) < evidence.share)
@@ -104,11 +111,8 @@ def skipped(
     requests the fault shows on (for the new line)."""
     if not np.isfinite(evidence.segment[0]):
         return np.zeros(row.shape[0], np.bool_), np.zeros(len(inv), np.bool_)
-    lo, hi = evidence.segment
-    in_segment = (lines.op == plan.operation) & (lines.pos >= lo) & (lines.pos < hi)
-    in_segment &= np.isin(lines.kind, _CODE_KINDS)
     changed = _changed(plan, inv, evidence, rng)
-    return changed[row] & in_segment[line], changed
+    return changed[row] & _code_between(lines, plan.operation, evidence.segment)[line], changed
 
 
 def echo_skipped(ct: CompiledTopology, plan: FaultPlan, lines: Lines, inv: Invocations, row: I64, line: I64) -> Bools:
@@ -117,9 +121,8 @@ def echo_skipped(ct: CompiledTopology, plan: FaultPlan, lines: Lines, inv: Invoc
     if plan.echo is None:
         return np.zeros(row.shape[0], np.bool_)
     echo = plan.echo
-    lo, hi = _call_segment(len(ct.calls[echo.operation]), echo.call, abort=False)
-    in_segment = (lines.op == echo.operation) & (lines.pos >= lo) & (lines.pos < hi) & np.isin(lines.kind, _CODE_KINDS)
-    gone: Bools = inv.echoed[row] & in_segment[line]
+    segment = _call_segment(len(ct.calls[echo.operation]), echo.call, abort=False)
+    gone: Bools = inv.echoed[row] & _code_between(lines, echo.operation, segment)[line]
     return gone
 
 
@@ -141,12 +144,10 @@ def fault_records(
         rows, line = rows[line >= 0], line[line >= 0]
         frac = rng.uniform(0.2, 1.0, rows.shape[0])
     elif changed.any():
-        code = np.isin(lines.kind, _CODE_KINDS) & (lines.op == plan.operation)
-        lo, hi = evidence.segment
-        vanishes = bool((code & (lines.pos >= lo) & (lines.pos < hi)).any())
+        vanishes = bool(_code_between(lines, plan.operation, evidence.segment).any())
         rows = np.flatnonzero(changed) if evidence.announce or not vanishes else np.zeros(0, np.int64)
         line = np.full(rows.shape[0], evidence.lines[plan.operation, 0], np.int64)
-        frac = np.full(rows.shape[0], lo)
+        frac = np.full(rows.shape[0], evidence.segment[0])
     else:
         rows = line = np.zeros(0, np.int64)
         frac = np.zeros(0)
