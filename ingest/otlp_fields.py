@@ -1,16 +1,16 @@
-"""Protobuf field numbers of the OTLP messages read byte by byte: by the span scanner
-(`ingest.otlp_scan`) and by the soak client patching its requests (`benchmarks.soak`). Named
-once, as opentelemetry-proto numbers them (`tests/test_otlp_fields.py` checks them against the
-generated descriptors)."""
+"""Protobuf field numbers of the OTLP messages read byte by byte: by the wire scanners
+(`ingest.otlp_wire`, `ingest.otlp_scan`, `ingest.otlp_metrics_scan`) and by the soak client
+patching its requests (`benchmarks.soak`). Named once, as opentelemetry-proto numbers them
+(`tests/test_otlp_fields.py` checks them against the generated descriptors)."""
 
 from __future__ import annotations
 
-# Export requests: ExportTraceServiceRequest.resource_spans, ExportLogsServiceRequest.resource_logs
+# Export requests: resource_spans, resource_logs, resource_metrics
 REQUEST_RESOURCES = 1
-# ResourceSpans / ResourceLogs
+# ResourceSpans / ResourceLogs / ResourceMetrics
 RESOURCE = 1
-RESOURCE_SCOPES = 2  # scope_spans / scope_logs
-# ScopeSpans.spans / ScopeLogs.log_records
+RESOURCE_SCOPES = 2  # scope_spans / scope_logs / scope_metrics
+# ScopeSpans.spans / ScopeLogs.log_records / ScopeMetrics.metrics
 SCOPE_RECORDS = 2
 # Span
 SPAN_TRACE_ID = 1
@@ -32,3 +32,18 @@ LOG_TIME = 1
 LOG_OBSERVED_TIME = 11
 LOG_TRACE_ID = 9
 LOG_SPAN_ID = 10
+# Metric: its `data` oneof
+METRIC_GAUGE = 5
+METRIC_SUM = 7
+METRIC_HISTOGRAM = 9
+METRIC_EXPONENTIAL_HISTOGRAM = 10
+METRIC_SUMMARY = 11
+# Gauge.data_points / Sum.data_points
+NUMBERS_POINTS = 1
+# NumberDataPoint
+NUMBER_START_TIME = 2
+NUMBER_TIME = 3
+NUMBER_AS_DOUBLE = 4
+NUMBER_AS_INT = 6
+NUMBER_ATTRIBUTES = 7
+NUMBER_FLAGS = 8

@@ -18,10 +18,16 @@ metric without a name. Attribute values become text as log bodies do (`body_text
 they are, ints in decimal, doubles as Python's shortest round-trip text (`1.5`, `2.0`), booleans
 `true`/`false`, bytes as hex, arrays and maps as compact JSON with sorted keys.
 
-Speed: the request is parsed into a wire twin of its schema whose data point attributes stay raw
-`KeyValue` bytes, so a point's attribute set is a tuple of bytes, turned into text once per
-distinct set (Prometheus series repeat one label set across many metrics). Every distinct
-`KeyValue` is still parsed with the real schema, so malformed ones are refused as upb would.
+Speed: upb parses (and so checks) the request into a wire twin of its schema whose data point
+attributes stay raw `KeyValue` bytes, so a point's attribute set is a tuple of bytes, turned into
+text once per distinct set (Prometheus series repeat one label set across many metrics). Gauge and
+sum points, most of any scrape, are then read from the bytes by a numba wire scanner
+(`ingest.otlp_metrics_scan`) into columns, points whose attribute fields are the same bytes
+grouped, each group's text looked up once by that encoding; upb's objects are read only per
+resource and metric. Every distinct `KeyValue` is still parsed with the real schema, so malformed
+ones are refused as upb would, where upb's objects would read them. Where the scanner cannot be
+sure (a metric's data given twice, a point's attributes not one after another), the points are
+read through upb's objects (`decode_metrics_reference`), as histograms and summaries always are.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
 
 from ingest.otlp_logs import any_value_of, body_text
+from ingest.otlp_metrics_scan import Columns, Mismatch, NumberPoints
 from rca.telemetry.metric_rows import MetricRows
 from rca.telemetry.metric_table import P95_SUFFIX
 from rca.telemetry.metrics import MetricDecodeResult, MetricKind
@@ -141,6 +148,9 @@ def _raw_attributes_schema() -> type[Message]:
 
 
 _RawMetricsData = _raw_attributes_schema()
+_RawNumberDataPoint: type[Message] = message_factory.GetMessageClass(
+    _RawMetricsData.DESCRIPTOR.file.pool.FindMessageTypeByName(metrics_pb2.NumberDataPoint.DESCRIPTOR.full_name)
+)
 
 
 def _parse(message: Message, data: bytes) -> None:
@@ -158,16 +168,21 @@ def parse_metrics_request(data: bytes) -> ExportMetricsServiceRequest:
 
 
 MAX_ATTRIBUTE_SETS = 50_000
-# Attribute sets read so far, shared by requests (the mappings are never changed once made).
+# Attribute sets read so far, shared by requests (the mappings are never changed once made):
+# by their raw `KeyValue`s, and by the encoding of a number point's attribute fields (the scan's).
 _ATTRIBUTE_SETS: dict[tuple[bytes, ...], dict[str, str]] = {}
+_ENCODED_SETS: dict[bytes, dict[str, str]] = {}
 
 
 class _Points:
-    """The points of one request (parsed with raw point attributes) gathered into `rows`."""
+    """The points of one request (parsed with raw point attributes) gathered into `rows`; its
+    gauge and sum points read by the wire scanner from `data` where given (`Mismatch` when the
+    scanner cannot read them), through upb's objects otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, data: bytes | None = None) -> None:
         self.rows = MetricRows()
         self._sets = _ATTRIBUTE_SETS
+        self.scanned = None if data is None else NumberPoints(data, self.encoded_attributes)
 
     def attributes(self, raw: Iterable[bytes]) -> dict[str, str]:
         """A point's attributes as text, read once per distinct set of raw `KeyValue`s (across
@@ -185,22 +200,41 @@ class _Points:
             found = self._sets[key] = attribute_texts(items)
         return found
 
-    def numbers(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any) -> None:
+    def encoded_attributes(self, fields: bytes) -> dict[str, str]:
+        """The attributes of a number point whose attribute fields, one after another, are
+        `fields`: what `attributes` reads from their `KeyValue`s, remembered by their encoding."""
+        found = _ENCODED_SETS.get(fields)
+        if found is None:
+            point = _RawNumberDataPoint()
+            _parse(point, fields)
+            found = self.attributes(point.attributes)
+            if len(_ENCODED_SETS) >= MAX_ATTRIBUTE_SETS:
+                _ENCODED_SETS.clear()
+            _ENCODED_SETS[fields] = found
+        return found
+
+    def numbers(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any, index: int) -> None:
+        """The gauge or sum points of metric `index`: from the scan where there is one."""
+        read = self._read if self.scanned is None else self.scanned.columns
+        sets, times, starts, values, stale, no_value = read(index, points)
+        if stale:
+            self.rows.reject(STALE, stale)
+        if no_value:
+            self.rows.reject(NO_VALUE, no_value)
+        if times:
+            self.rows.add_numbers(name, kind, resource, sets, times, starts, values)
+
+    def _read(self, index: int, points: Any) -> Columns:
+        """The columns of number points read through upb's objects (the scan's yardstick)."""
         attributes = self.attributes
         read = [
             (attributes(p.attributes), p.time_unix_nano, p.start_time_unix_nano, getattr(p, value))
             for p in points
             if (value := p.WhichOneof("value")) is not None and not p.flags & NO_RECORDED_VALUE
         ]
-        if len(read) < len(points):
-            stale = sum(1 for p in points if p.flags & NO_RECORDED_VALUE)
-            if stale:
-                self.rows.reject(STALE, stale)
-            if len(points) - len(read) - stale:
-                self.rows.reject(NO_VALUE, len(points) - len(read) - stale)
-        if read:
-            sets, times, starts, values = map(list, zip(*read, strict=True))
-            self.rows.add_numbers(name, kind, resource, sets, times, starts, values)
+        stale = sum(1 for p in points if p.flags & NO_RECORDED_VALUE) if len(read) < len(points) else 0
+        sets, times, starts, values = map(list, zip(*read, strict=True)) if read else ([], [], [], [])
+        return sets, times, starts, values, stale, len(points) - len(read) - stale
 
     def histograms(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any, exponential: bool) -> None:
         for p in points:
@@ -234,7 +268,7 @@ class _Points:
                 quantiles = [(q.quantile, q.value) for q in p.quantile_values]
                 add_summary(self.rows, head, (p.sum, float(p.count)), quantiles)
 
-    def metric(self, metric: Any, resource: dict[str, str]) -> None:
+    def metric(self, metric: Any, resource: dict[str, str], index: int) -> None:
         data = metric.WhichOneof("data")
         if data is None:
             return
@@ -247,7 +281,7 @@ class _Points:
         if not metric.name or isinstance(kind, str):
             self.rows.reject(str(kind) if metric.name else NO_NAME, len(body.data_points))
         elif data in ("gauge", "sum"):
-            self.numbers(metric.name, kind, resource, body.data_points)
+            self.numbers(metric.name, kind, resource, body.data_points, index)
         elif data == "summary":
             self.summaries(metric.name, kind, resource, body.data_points)
         else:
@@ -268,15 +302,33 @@ def _resource(resource: Any) -> dict[str, str]:
     return found
 
 
+def _decode(request: Any, points: _Points) -> MetricDecodeResult:
+    index = 0
+    for resource_metrics in request.resource_metrics:
+        resource = _resource(resource_metrics.resource)
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                points.metric(metric, resource, index)
+                index += 1
+    if points.scanned is not None:
+        points.scanned.check(index)
+    return points.rows.build()
+
+
 def decode_metrics_protobuf(data: bytes) -> MetricDecodeResult:
     """OTLP `ExportMetricsServiceRequest` bytes → data points; `DecodeError` when malformed,
     points that cannot be read (module docstring) rejected with a reason."""
     request = _RawMetricsData()
     _parse(request, data)
-    points = _Points()
-    for resource_metrics in request.resource_metrics:
-        resource = _resource(resource_metrics.resource)
-        for scope_metrics in resource_metrics.scope_metrics:
-            for metric in scope_metrics.metrics:
-                points.metric(metric, resource)
-    return points.rows.build()
+    try:
+        return _decode(request, _Points(data))
+    except Mismatch:
+        return _decode(request, _Points())
+
+
+def decode_metrics_reference(data: bytes) -> MetricDecodeResult:
+    """The same points with gauges and sums read through upb's objects only (the scanner's
+    fallback and yardstick)."""
+    request = _RawMetricsData()
+    _parse(request, data)
+    return _decode(request, _Points())

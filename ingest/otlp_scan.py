@@ -6,7 +6,7 @@ falls back to reading upb's objects. Per span it reads the fixed fields with pro
 semantics (last occurrence wins, unknown fields and fields of the wrong wire type skipped,
 repeated `status` messages merged), interns the names, and groups spans whose attributes that
 rca reads (the keys given in `wanted`) are byte-for-byte identical, so the attributes are
-interpreted once per group, not once per span.
+interpreted once per group, not once per span. The wire primitives are `ingest.otlp_wire`'s.
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from numba import njit, types
 
 from ingest.otlp_fields import (
     KEY_VALUE_KEY,
-    REQUEST_RESOURCES,
-    RESOURCE_SCOPES,
-    SCOPE_RECORDS,
     SPAN_ATTRIBUTES,
     SPAN_END_TIME,
     SPAN_KIND,
@@ -32,6 +29,31 @@ from ingest.otlp_fields import (
     SPAN_STATUS,
     SPAN_TRACE_ID,
     STATUS_CODE,
+)
+from ingest.otlp_wire import (
+    BAD,
+    HASH_SEED,
+    I64,
+    LEN,
+    R_INDEX,
+    R_LEN,
+    R_OFF,
+    R_RESOURCE,
+    R_SCOPE,
+    VARINT,
+    digest,
+    fixed64,
+    group_of,
+    grown,
+    int32,
+    length,
+    records,
+    same,
+    skip,
+    slot_of,
+    slots_for,
+    tag,
+    varint,
 )
 from rca.graph.intindex import Num, ids_of
 
@@ -45,93 +67,11 @@ N_I = 10
 T_NAME_OFF, T_NAME_LEN, T_GROUP_REP = range(3)
 N_T = 3
 
-BAD = -1  # inconsistent with the span count, or a wire error: use the reference decoder
-
-_VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = 0, 1, 2, 3, 4, 5
 # A span's length-delimited fields rca reads (ids, name, attributes, status)
 _SPAN_LEN_FIELDS = (SPAN_TRACE_ID, SPAN_SPAN_ID, SPAN_PARENT_SPAN_ID, SPAN_NAME, SPAN_ATTRIBUTES, SPAN_STATUS)
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
 
 _BYTES = types.Array(types.uint8, 1, "C", readonly=True)
 _SIG = (_BYTES, types.int64, _BYTES, types.int64[::1], types.uint64[:, ::1], types.int64[:, ::1], types.int64[:, ::1])
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _varint(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
-    """(value as uint64, next position); next position -1 when malformed."""
-    if pos < end and buf[pos] < 0x80:
-        return np.uint64(buf[pos]), pos + 1
-    result = np.uint64(0)
-    for k in range(10):
-        if pos >= end:
-            return np.uint64(0), -1
-        b = buf[pos]
-        pos += 1
-        if k < 9:
-            result |= np.uint64(b & 0x7F) << np.uint64(7 * k)
-        else:
-            result |= np.uint64(b & 0x01) << np.uint64(63)
-        if b < 0x80:
-            return result, pos
-    return np.uint64(0), -1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _int32(value: Num) -> Num:
-    """An enum/int32 field's value: the low 32 bits, signed."""
-    low = np.int64(value & np.uint64(0xFFFFFFFF))
-    return low - (1 << 32) if low >= (1 << 31) else low
-
-
-@njit(cache=True, nogil=True)
-def _skip_plain(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num) -> Num:
-    """Position after a non-group field's payload; -1 when malformed."""
-    if wire == _VARINT:
-        _, pos = _varint(buf, pos, end)
-        return pos
-    if wire == _I64:
-        return pos + 8 if pos + 8 <= end else -1
-    if wire == _I32:
-        return pos + 4 if pos + 4 <= end else -1
-    if wire == _LEN:
-        length, pos = _varint(buf, pos, end)
-        if pos < 0 or length > np.uint64(end - pos):
-            return -1
-        return pos + np.int64(length)
-    return -1
-
-
-@njit(cache=True, nogil=True)
-def _skip(buf: npt.NDArray[np.uint8], pos: Num, end: Num, wire: Num, field: Num) -> Num:
-    """Position after a field's payload (groups included); -1 when malformed."""
-    if wire != _SGROUP:
-        return _skip_plain(buf, pos, end, wire)
-    depth = 1
-    while pos < end:
-        tag, pos = _varint(buf, pos, end)
-        if pos < 0:
-            return -1
-        w = np.int64(tag & np.uint64(7))
-        if w == _EGROUP:
-            depth -= 1
-            if depth == 0:
-                return pos if np.int64(tag >> np.uint64(3)) == field else -1
-        elif w == _SGROUP:
-            depth += 1
-        else:
-            pos = _skip_plain(buf, pos, end, w)
-            if pos < 0:
-                return -1
-    return -1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _fixed64(buf: npt.NDArray[np.uint8], pos: Num) -> Num:
-    value = np.uint64(0)
-    for k in range(8):
-        value |= np.uint64(buf[pos + k]) << np.uint64(8 * k)
-    return value
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -140,21 +80,6 @@ def _big_endian(buf: npt.NDArray[np.uint8], pos: Num) -> Num:
     for k in range(8):
         value = (value << np.uint64(8)) | np.uint64(buf[pos + k])
     return value
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _same(buf: npt.NDArray[np.uint8], a: Num, b: Num, length: Num) -> Any:
-    k = 0
-    while k < length and buf[a + k] == buf[b + k]:
-        k += 1
-    return k == length
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _hash(buf: npt.NDArray[np.uint8], pos: Num, length: Num, h: Num) -> Num:
-    for k in range(length):
-        h = (h ^ np.uint64(buf[pos + k])) * _FNV_PRIME
-    return h
 
 
 @njit(cache=True, nogil=True)
@@ -182,18 +107,17 @@ def _key(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
     key_pos: Num = pos
     key_len: Num = 0
     while pos < end:
-        tag, pos = _varint(buf, pos, end)
+        field, wire, pos = tag(buf, pos, end)
         if pos < 0:
             return 0, -1
-        field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-        if field == KEY_VALUE_KEY and wire == _LEN:
-            length, pos = _varint(buf, pos, end)
-            if pos < 0 or length > np.uint64(end - pos):
+        if field == KEY_VALUE_KEY and wire == LEN:
+            key_len, pos = length(buf, pos, end)
+            if pos < 0:
                 return 0, -1
-            key_pos, key_len = pos, np.int64(length)
+            key_pos = pos
             pos += key_len
         else:
-            pos = _skip(buf, pos, end, wire, field)
+            pos = skip(buf, pos, end, wire, field)
             if pos < 0:
                 return 0, -1
     return key_pos, key_len
@@ -203,17 +127,16 @@ def _key(buf: npt.NDArray[np.uint8], pos: Num, end: Num) -> tuple[Num, Num]:
 def _status_code(buf: npt.NDArray[np.uint8], pos: Num, end: Num, code: Num) -> tuple[Num, Any]:
     """The `code` after reading one Status occurrence (merged into the previous ones)."""
     while pos < end:
-        tag, pos = _varint(buf, pos, end)
+        field, wire, pos = tag(buf, pos, end)
         if pos < 0:
             return code, False
-        field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-        if field == STATUS_CODE and wire == _VARINT:
-            value, pos = _varint(buf, pos, end)
+        if field == STATUS_CODE and wire == VARINT:
+            value, pos = varint(buf, pos, end)
             if pos < 0:
                 return code, False
-            code = _int32(value)
+            code = int32(value)
         else:
-            pos = _skip(buf, pos, end, wire, field)
+            pos = skip(buf, pos, end, wire, field)
             if pos < 0:
                 return code, False
     return code, True
@@ -247,15 +170,13 @@ def _span(
     code: Num = 0
     start = stop = np.uint64(0)
     while pos < end:
-        tag, pos = _varint(buf, pos, end)
+        field, wire, pos = tag(buf, pos, end)
         if pos < 0:
             return n_kv, 0, 0, -1
-        field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-        if wire == _LEN and field in _SPAN_LEN_FIELDS:
-            length, pos = _varint(buf, pos, end)
-            if pos < 0 or length > np.uint64(end - pos):
+        if wire == LEN and field in _SPAN_LEN_FIELDS:
+            n, pos = length(buf, pos, end)
+            if pos < 0:
                 return n_kv, 0, 0, -1
-            n = np.int64(length)
             if field == SPAN_TRACE_ID:
                 trace_pos, trace_len = pos, n
             elif field == SPAN_SPAN_ID:
@@ -276,21 +197,21 @@ def _span(
                     kv[n_kv, 0], kv[n_kv, 1] = pos, n
                     n_kv += 1
             pos += n
-        elif field == SPAN_KIND and wire == _VARINT:
-            value, pos = _varint(buf, pos, end)
+        elif field == SPAN_KIND and wire == VARINT:
+            value, pos = varint(buf, pos, end)
             if pos < 0:
                 return n_kv, 0, 0, -1
-            kind = _int32(value)
-        elif field in (SPAN_START_TIME, SPAN_END_TIME) and wire == _I64:
+            kind = int32(value)
+        elif field in (SPAN_START_TIME, SPAN_END_TIME) and wire == I64:
             if pos + 8 > end:
                 return n_kv, 0, 0, -1
             if field == SPAN_START_TIME:
-                start = _fixed64(buf, pos)
+                start = fixed64(buf, pos)
             else:
-                stop = _fixed64(buf, pos)
+                stop = fixed64(buf, pos)
             pos += 8
         else:
-            pos = _skip(buf, pos, end, wire, field)
+            pos = skip(buf, pos, end, wire, field)
             if pos < 0:
                 return n_kv, 0, 0, -1
     if trace_len == 16:
@@ -317,58 +238,30 @@ def _dedupe(
     t: npt.NDArray[np.int64],
 ) -> tuple[Num, Num]:
     """Interns names (`I_NAME`) and groups spans by their wanted attributes (`I_GROUP`, -1
-    for none) with open addressing on FNV-1a hashes and exact byte comparison."""
-    size = 16
-    while size < 2 * n_spans:
-        size *= 2
-    mask = size - 1
-    name_slots = np.full(size, -1, np.int64)
-    group_slots = np.full(size, -1, np.int64)
+    for none) with open addressing on hashes and exact byte comparison."""
+    name_slots = slots_for(n_spans)
+    group_slots = slots_for(n_spans)
+    mask = name_slots.shape[0] - 1
     n_names = n_groups = 0
     for row in range(n_spans):
-        pos, length = name_at[row, 0], name_at[row, 1]
-        slot = np.int64(_hash(buf, pos, length, _FNV_OFFSET) & np.uint64(mask))
+        pos, n = name_at[row, 0], name_at[row, 1]
+        slot = slot_of(digest(buf, pos, n, HASH_SEED), mask)
         while True:
             known = name_slots[slot]
             if known < 0:
                 name_slots[slot] = n_names
-                t[n_names, T_NAME_OFF], t[n_names, T_NAME_LEN] = pos, length
+                t[n_names, T_NAME_OFF], t[n_names, T_NAME_LEN] = pos, n
                 i[row, I_NAME] = n_names
                 n_names += 1
                 break
-            if t[known, T_NAME_LEN] == length and _same(buf, t[known, T_NAME_OFF], pos, length):
+            if t[known, T_NAME_LEN] == n and same(buf, t[known, T_NAME_OFF], pos, n):
                 i[row, I_NAME] = known
                 break
             slot = (slot + 1) & mask
-        first, last = kv_from[row], kv_from[row + 1]
-        if first == last:
+        if kv_from[row] == kv_from[row + 1]:
             i[row, I_GROUP] = -1
-            continue
-        h = _FNV_OFFSET
-        for k in range(first, last):
-            h = (h ^ np.uint64(kv[k, 1])) * _FNV_PRIME
-            h = _hash(buf, kv[k, 0], kv[k, 1], h)
-        slot = np.int64(h & np.uint64(mask))
-        while True:
-            known = group_slots[slot]
-            if known < 0:
-                group_slots[slot] = n_groups
-                t[n_groups, T_GROUP_REP] = row
-                i[row, I_GROUP] = n_groups
-                n_groups += 1
-                break
-            rep = t[known, T_GROUP_REP]
-            rep_first, rep_last = kv_from[rep], kv_from[rep + 1]
-            equal = rep_last - rep_first == last - first
-            k = 0
-            while equal and k < last - first:
-                a, b = kv[rep_first + k], kv[first + k]
-                equal = a[1] == b[1] and _same(buf, a[0], b[0], b[1])
-                k += 1
-            if equal:
-                i[row, I_GROUP] = known
-                break
-            slot = (slot + 1) & mask
+        else:
+            i[row, I_GROUP], n_groups = group_of(buf, row, kv, kv_from, group_slots, t[:, T_GROUP_REP], n_groups)
     return n_names, n_groups
 
 
@@ -383,73 +276,25 @@ def scan(
     t: npt.NDArray[np.int64],
 ) -> tuple[Num, Num]:
     """Fills `u`, `i` (one row per span) and `t`; returns (names, groups), or (BAD, BAD)."""
+    spans, n = records(buf)
+    if n != n_spans:
+        return BAD, BAD
     kv = np.empty((64, 2), np.int64)
     n_kv = 0
     kv_from = np.empty(n_spans + 1, np.int64)
     name_at = np.zeros((n_spans, 2), np.int64)
-    row, resource, pos, end = 0, 0, 0, buf.shape[0]
-    while pos < end:
-        tag, pos = _varint(buf, pos, end)
+    for row in range(n_spans):
+        pos, end = spans[row, R_OFF], spans[row, R_OFF] + spans[row, R_LEN]
+        kv_from[row] = n_kv
+        kv = grown(kv, n_kv, n_kv + spans[row, R_LEN] // 2 + 1)  # a KeyValue takes at least 2 bytes
+        n_kv, name_at[row, 0], name_at[row, 1], pos = _span(buf, pos, end, row, u, i, kv, n_kv, keys, key_ends)
         if pos < 0:
             return BAD, BAD
-        field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-        if not (field == REQUEST_RESOURCES and wire == _LEN):
-            pos = _skip(buf, pos, end, wire, field)
-            if pos < 0:
-                return BAD, BAD
-            continue
-        length, pos = _varint(buf, pos, end)
-        if pos < 0 or length > np.uint64(end - pos):
-            return BAD, BAD
-        rs_end = pos + np.int64(length)
-        scope = 0
-        while pos < rs_end:
-            tag, pos = _varint(buf, pos, rs_end)
-            if pos < 0:
-                return BAD, BAD
-            field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-            if not (field == RESOURCE_SCOPES and wire == _LEN):
-                pos = _skip(buf, pos, rs_end, wire, field)
-                if pos < 0:
-                    return BAD, BAD
-                continue
-            length, pos = _varint(buf, pos, rs_end)
-            if pos < 0 or length > np.uint64(rs_end - pos):
-                return BAD, BAD
-            ss_end = pos + np.int64(length)
-            index = 0
-            while pos < ss_end:
-                tag, pos = _varint(buf, pos, ss_end)
-                if pos < 0:
-                    return BAD, BAD
-                field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-                if not (field == SCOPE_RECORDS and wire == _LEN):
-                    pos = _skip(buf, pos, ss_end, wire, field)
-                    if pos < 0:
-                        return BAD, BAD
-                    continue
-                length, pos = _varint(buf, pos, ss_end)
-                if pos < 0 or length > np.uint64(ss_end - pos) or row >= n_spans:
-                    return BAD, BAD
-                kv_from[row] = n_kv
-                room: Num = n_kv + np.int64(length) // 2 + 1  # a KeyValue takes at least 2 bytes
-                if room > kv.shape[0]:
-                    grown = np.empty((max(room, 2 * kv.shape[0]), 2), np.int64)
-                    grown[:n_kv] = kv[:n_kv]
-                    kv = grown
-                n_kv, name_pos, name_len, pos = _span(
-                    buf, pos, pos + np.int64(length), row, u, i, kv, n_kv, keys, key_ends
-                )
-                if pos < 0:
-                    return BAD, BAD
-                name_at[row, 0], name_at[row, 1] = name_pos, name_len
-                i[row, I_RESOURCE], i[row, I_SCOPE], i[row, I_INDEX] = resource, scope, index
-                row += 1
-                index += 1
-            scope += 1
-        resource += 1
-    if row != n_spans:
-        return BAD, BAD
+        i[row, I_RESOURCE], i[row, I_SCOPE], i[row, I_INDEX] = (
+            spans[row, R_RESOURCE],
+            spans[row, R_SCOPE],
+            spans[row, R_INDEX],
+        )
     kv_from[n_spans] = n_kv
     return _dedupe(buf, n_spans, name_at, kv, kv_from, i, t)
 

@@ -1,9 +1,14 @@
 """What the decoder fuzz tests share: hypothesis settings, byte-level mutations of seed requests,
-decoding that may refuse (with a reason) but never fail otherwise, and protobuf varints."""
+decoding that may refuse (with a reason) but never fail otherwise, protobuf varints, and running
+the wire scanners' kernels with numba's bounds checking."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, settings
@@ -45,6 +50,16 @@ def mutated(draw: st.DrawFn, seeds: tuple[bytes, ...]) -> bytes:
     return bytes(data)
 
 
+def garbled(draw: st.DataObject, data: bytes) -> tuple[bytes, bytes]:
+    """`data` with a few random bytes appended and one to four bytes overwritten; and that cut at a
+    random length."""
+    mutated = bytearray(data + draw.draw(st.binary(max_size=4)))
+    for _ in range(draw.draw(st.integers(1, 4))):
+        if mutated:
+            mutated[draw.draw(st.integers(0, len(mutated) - 1))] = draw.draw(st.integers(0, 255))
+    return bytes(mutated), bytes(mutated[: draw.draw(st.integers(0, len(mutated)))])
+
+
 def varint(n: int) -> bytes:
     """A protobuf base-128 varint."""
     out = bytearray()
@@ -53,3 +68,38 @@ def varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+_BOUNDS_CHECKING_ON = """
+import sys
+import numpy as np
+from numba import njit
+
+@njit
+def past_the_end(a):
+    return a[a.shape[0]]
+
+try:
+    past_the_end(np.zeros(1, np.uint8))
+    sys.exit("numba bounds checking is off")
+except IndexError:
+    pass
+"""
+
+
+def run_bounds_checked(script: str, cache: Path) -> str:
+    """Runs `script` in a fresh Python with numba's bounds checking on and an empty numba cache in
+    `cache` (so that nothing compiled without the checks is reused): an index past an array's end
+    raises IndexError there and fails the caller. Returns what the script printed."""
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _BOUNDS_CHECKING_ON + script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0 and "IndexError" not in done.stderr, done.stderr[-4000:]
+    return done.stdout

@@ -4,10 +4,7 @@ duplicate, unknown and wrong-wire-type fields spliced in) and on malformed bytes
 from __future__ import annotations
 
 import math
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +19,8 @@ from ingest import otlp_scan as scan
 from ingest.otlp_proto import decode_protobuf, decode_reference
 from rca.telemetry.conventions import RESOURCE_KEYS, SPAN_KEYS
 from rca.telemetry.spans import DecodeError, DecodeResult
+from tests.fuzzing import garbled, run_bounds_checked
 
-ROOT = Path(__file__).resolve().parents[1]
 KEYS = [*sorted(SPAN_KEYS), "http.method", "peer.servic", "gpu.idx", "x"]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -175,12 +172,7 @@ def test_scanner_matches_reference_on_random_requests(data: bytes) -> None:
 @SETTINGS
 @given(requests(), st.data())
 def test_malformed_bytes_raise_decode_error_or_decode_alike(data: bytes, draw: st.DataObject) -> None:
-    mutated = bytearray(data + draw.draw(st.binary(max_size=4)))
-    for _ in range(draw.draw(st.integers(1, 4))):
-        if mutated:
-            mutated[draw.draw(st.integers(0, len(mutated) - 1))] = draw.draw(st.integers(0, 255))
-    cut = bytes(mutated[: draw.draw(st.integers(0, len(mutated)))])
-    for body in (bytes(mutated), cut):
+    for body in garbled(draw, data):
         try:
             expected = rows(decode_reference(body))
         except DecodeError as exc:
@@ -208,22 +200,8 @@ def test_scan_kernel_answers_bad_or_at_most_its_spans_on_any_bytes(data: bytes, 
 
 
 BOUNDSCHECKED_SCAN = """
-import sys
-import numpy as np
 from google.protobuf.message import DecodeError as NotARequest
 from hypothesis import given, settings, strategies as st
-from numba import njit
-
-@njit
-def past_the_end(a):
-    return a[a.shape[0]]
-
-try:
-    past_the_end(np.zeros(1, np.uint8))
-    sys.exit("numba bounds checking is off")
-except IndexError:
-    pass
-
 from benchmarks.payload import export_requests
 from ingest import otlp_scan as scan
 from ingest.otlp_proto import decode_protobuf
@@ -286,12 +264,7 @@ def test_scan_kernel_stays_inside_the_buffer_under_bounds_checking(tmp_path: Pat
     reused) on the property tests' random bytes, and on their requests and a benchmark request each cut
     at every length and with each byte in turn set to 0x00, 0x80 or 0xFF, for 0, half, all and more
     than all their spans: an index past an array's end raises IndexError there and fails the script."""
-    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", BOUNDSCHECKED_SCAN], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0 and "IndexError" not in done.stderr, done.stderr[-4000:]
-    scans, decodes = map(int, done.stdout.split())
+    scans, decodes = map(int, run_bounds_checked(BOUNDSCHECKED_SCAN, tmp_path).split())
     assert scans > decodes > 1000  # every input was scanned (several span counts each) and decoded
 
 
