@@ -8,7 +8,8 @@ to a network node per callee), error rate (also tested as binomial counts), call
 (`rca.evidence.llm`), the log rows (`rca.evidence.logs`) and the mapped metrics' rows
 (`rca.evidence.metrics`). A node's score for a class is its strongest row, less the expected
 maximum of that many null statistics, gated by the thresholds docs/interface.md states.
-Unmeasurable classes are NaN.
+Unmeasurable classes are NaN, but an engine's GPU without a KV-cache reading of its own reads its
+engine's (vLLM reports one KV cache per engine).
 """
 
 from __future__ import annotations
@@ -302,6 +303,8 @@ def extract_evidence(
     owners[network] = graph_node[network]
     owner_row, known = find_sorted(present, owners)
     owner_row = np.where(known, owner_row, np.arange(n))
+    lockstep = engine_gpus(graph.names, present)
+    _engine_cache_on_gpus((score, observed, baseline, onset), labels, lockstep, owner_row)
     return NodeEvidence(
         nodes=tuple(
             names.nodes[i] + NETWORK_SUFFIX if net else names.nodes[i]
@@ -318,9 +321,24 @@ def extract_evidence(
         signal=tuple(tuple(row) for row in labels),
         edges=np.searchsorted(present, pairs).astype(np.int64).reshape(-1, 2),
         communicator=communicators(x, present, pairs),
-        lockstep=engine_gpus(graph.names, present),
+        lockstep=lockstep,
         engine=request_timers(x, present),
     )
+
+
+def _engine_cache_on_gpus(
+    columns: tuple[Array, Array, Array, Index], labels: list[list[str]], lockstep: Index, owner: Index
+) -> None:
+    """A GPU of an engine with no KV-cache reading of its own reads its engine's (in place): vLLM
+    reports one KV cache per engine, its blocks on every rank, so the engine's state is each GPU's.
+    A straggler GPU can then be read as a KV-cache fault where its engine shows one."""
+    j = F[Fault.KV_CACHE_FRAGMENTATION]
+    score = columns[0]
+    gpus = np.flatnonzero((lockstep >= 0) & np.isnan(score[:, j]) & ~np.isnan(score[owner, j]))
+    for column in columns:
+        column[gpus, j] = column[owner[gpus], j]
+    for gpu in gpus.tolist():
+        labels[gpu][j] = labels[int(owner[gpu])][j]
 
 
 def _ownership_pairs(graph: ServiceGraph, measured: Index, pairs: Index) -> Index:
