@@ -29,11 +29,13 @@ def _gpus(
     slow_link: int | None = None,
     seed: int = 0,
     dram_metric: str = "DCGM_FI_PROF_DRAM_ACTIVE",
+    mem_clock: tuple[float, float] | None = None,
 ) -> ServiceGraph:
     """Four GPUs of one engine scraped from DCGM: DRAM activity `before` the onset, then the
     straggler (GPU 2) at `straggler` and its peers at `peers` (as `dram_metric`: a fraction, or
     NVML's whole percent for DCGM_FI_DEV_MEM_COPY_UTIL); NVLink traffic times `nvlink_drop` after
-    the onset on GPU `slow_link`, or on every GPU where it is None."""
+    the onset on GPU `slow_link`, or on every GPU where it is None; with `mem_clock`, memory clocks
+    of 1593 MHz before the onset and then (the straggler's, its peers') MHz."""
     percent = dram_metric == "DCGM_FI_DEV_MEM_COPY_UTIL"
     rng = np.random.default_rng(seed)
     rows = MetricRows()
@@ -48,6 +50,9 @@ def _gpus(
             nvlink = 4e10 * (nvlink_drop if dropped else 1.0) * (1 + 0.02 * rng.standard_normal())
             reading = round(100 * dram) if percent else dram
             rows.add(dram_metric, MetricKind.GAUGE, {"service.name": "dcgm-exporter"}, labels, t, 0, reading)
+            if mem_clock is not None:
+                clock = (mem_clock[0] if gpu == 2 else mem_clock[1]) if after else 1593.0
+                rows.add("DCGM_FI_DEV_MEM_CLOCK", MetricKind.GAUGE, {}, labels, t, 0, clock)
             rows.add(
                 "DCGM_FI_PROF_NVLINK_TX_BYTES",
                 MetricKind.GAUGE,
@@ -127,6 +132,18 @@ def test_one_gpus_nvlink_traffic_falling_points_to_nccl_and_every_gpus_alike_doe
         assert _score(everywhere, f"gpu:node-a/{gpu}", Fault.NCCL_COMMUNICATION) < 3.0  # noise
     rising = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, nvlink_drop=2.0, slow_link=1))
     assert _score(rising, "gpu:node-a/1", Fault.NCCL_COMMUNICATION) == 0.0
+
+
+def test_one_gpus_memory_clocked_down_points_to_its_bandwidth_and_every_gpus_alike_does_not() -> None:
+    throttled = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, mem_clock=(1100.0, 1593.0)))
+    assert _score(throttled, "gpu:node-a/2", Fault.GPU_MEMORY_BANDWIDTH) > 10
+    row = throttled.index("gpu:node-a/2")
+    signal = "metric.gpu_memory_clock_mhz_among_peers:DCGM_FI_DEV_MEM_CLOCK"
+    assert throttled.signal[row][F[Fault.GPU_MEMORY_BANDWIDTH]] == signal
+    assert _score(throttled, "gpu:node-a/0", Fault.GPU_MEMORY_BANDWIDTH) < 3.0  # its share rose
+    capped = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, mem_clock=(1100.0, 1100.0)))
+    for gpu in range(4):
+        assert _score(capped, f"gpu:node-a/{gpu}", Fault.GPU_MEMORY_BANDWIDTH) < 3.0
 
 
 def test_the_ranker_blames_the_straggler_from_metrics_alone() -> None:
