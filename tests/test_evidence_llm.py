@@ -17,7 +17,8 @@ import pytest
 from models.structure import Relation, evidence_structure
 from models.training import simulated_case
 from rca.evidence.llm import LLM_CLASSES, llm_rows
-from rca.evidence.nodes import MIN_BASELINE_WINDOWS, F, NodeEvidence, _Extractor, extract_evidence
+from rca.evidence.nodes import F, NodeEvidence, extract_evidence
+from rca.evidence.spanrows import MIN_BASELINE_WINDOWS, SpanExtractor
 from rca.graph.accumulators import OpSum
 from rca.graph.series import window_series
 from rca.graph.service_graph import ServiceGraph
@@ -222,7 +223,7 @@ def row_scores(batch: SpanBatch) -> dict[tuple[str, str], float]:
     """Every LLM row's score by (label, node), before rows are reduced to nodes."""
     graph = ServiceGraph(retention_seconds=3600.0)
     graph.add(batch)
-    x = _Extractor(graph, window_series(graph, T0, T0, END_NS), MIN_BASELINE_WINDOWS)
+    x = SpanExtractor(graph, window_series(graph, T0, T0, END_NS), MIN_BASELINE_WINDOWS)
     llm = llm_rows(x)
     out = {}
     for rows in (x.rows(llm.latency, 1, 0.05, log_values=True), *llm.classes.values()):
@@ -389,7 +390,7 @@ def test_a_simulated_microservice_case_adds_no_llm_row_and_no_lockstep_wait() ->
     for part in case.batches:
         graph.add(part)
     series = window_series(graph, case.start_ns, case.start_ns, case.end_ns)
-    llm = llm_rows(_Extractor(graph, series, MIN_BASELINE_WINDOWS))
+    llm = llm_rows(SpanExtractor(graph, series, MIN_BASELINE_WINDOWS))
     assert llm.latency == [] and all(rows.node.shape[0] == 0 for rows in llm.classes.values())
     assert not series.ops.sums[:, :, OpSum.WAIT].any() and not graph.names.nccl_ops  # self times as before
     evidence = extract_evidence(graph, start_ns=case.start_ns, end_ns=case.end_ns)
