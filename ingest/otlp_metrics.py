@@ -1,22 +1,5 @@
-"""OTLP protobuf → metric data points, and the rules both metric decoders share. Pure functions.
-
-Every point goes through `MetricRows`, which places it (cached per attribute set) and validates
-times and values. How the OTLP data kinds read:
-
-- gauge: `GAUGE`. sum: `CUMULATIVE` or `DELTA` by its temporality; a non-monotonic cumulative sum
-  (an UpDownCounter) is a level, `GAUGE`; a non-monotonic delta sum stays `DELTA`.
-- histogram: `HISTOGRAM_CUMULATIVE`/`HISTOGRAM_DELTA`, value = sum, with count and buckets.
-- exponential histogram: the same, its buckets turned into explicit bounds: one bucket up to 0
-  holding the zero bucket and every negative bucket, then the positive buckets between the
-  edges `base**(offset+i)`, `base = 2**(2**-scale)`; edges past the float range fold into the last.
-- summary: a `HISTOGRAM_CUMULATIVE` point of its sum and count (no buckets), and a `GAUGE` point
-  `{name}:p95` where it has the 0.95 quantile; its other quantiles are not read.
-
-Refused with a reason: staleness markers (flag NO_RECORDED_VALUE), sums and histograms of
-unspecified temporality, histograms without a sum, number points without a value, points of a
-metric without a name. Attribute values become text as log bodies do (`body_text`): strings as
-they are, ints in decimal, doubles as Python's shortest round-trip text (`1.5`, `2.0`), booleans
-`true`/`false`, bytes as hex, arrays and maps as compact JSON with sorted keys.
+"""OTLP protobuf → metric data points. Pure functions; how each data kind reads and what is refused:
+`ingest.otlp_metrics_rules`, shared with the JSON decoder.
 
 Speed: upb parses (and so checks) the request into a wire twin of its schema whose data point
 attributes stay raw `KeyValue` bytes, so a point's attribute set is a tuple of bytes, turned into
@@ -32,10 +15,9 @@ read through upb's objects (`decode_metrics_reference`), as histograms and summa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.protobuf.message import Message
@@ -45,82 +27,16 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
 
+from ingest import otlp_metrics_rules as rules
 from ingest.otlp_logs import any_value_of, body_text
 from ingest.otlp_metrics_scan import Columns, Mismatch, NumberPoints
 from rca.telemetry.metric_rows import MetricRows
-from rca.telemetry.metric_table import P95_SUFFIX
 from rca.telemetry.metrics import MetricDecodeResult, MetricKind
 from rca.telemetry.spans import DecodeError
 
-DELTA, CUMULATIVE = 1, 2  # AggregationTemporality
-NO_RECORDED_VALUE = 1  # DataPointFlags: a staleness marker
-MIN_SCALE, MAX_SCALE = -10, 20
-SUMMARY_QUANTILE = 0.95
-STALE = "no recorded value (staleness marker)"
-NO_VALUE = "number point without a value (as_double or as_int)"
-NO_SUM = "histogram point without a sum"
-NO_NAME = "metric without a name"
-BAD_TEMPORALITY = "aggregation_temporality must be DELTA or CUMULATIVE"
-BAD_SCALE = f"exponential histogram scale must be in [{MIN_SCALE}, {MAX_SCALE}]"
-Buckets = tuple[Sequence[float], Sequence[float]]  # explicit bounds, counts
-# what the rows of one point share: metric, kind, resource, attributes, time, start
-Head = tuple[str, MetricKind, dict[str, str], dict[str, str], int, int]
-
-
-def sum_kind(temporality: int, monotonic: bool) -> MetricKind | str:
-    """How a sum's points read, or why they are refused."""
-    if temporality == CUMULATIVE:
-        return MetricKind.CUMULATIVE if monotonic else MetricKind.GAUGE
-    return MetricKind.DELTA if temporality == DELTA else BAD_TEMPORALITY
-
-
-def histogram_kind(temporality: int) -> MetricKind | str:
-    """How a histogram's points read, or why they are refused."""
-    if temporality == CUMULATIVE:
-        return MetricKind.HISTOGRAM_CUMULATIVE
-    return MetricKind.HISTOGRAM_DELTA if temporality == DELTA else BAD_TEMPORALITY
-
-
-def exponential_buckets(
-    scale: int, zero_count: int, offset: int, positive: Sequence[int], negative: int
-) -> tuple[list[float], list[float]]:
-    """Explicit (bounds, counts) of an exponential histogram at a valid `scale`: everything at or
-    below 0 (the zero bucket and the `negative` total), then the positive buckets."""
-    bounds, counts = [0.0], [float(zero_count + negative)]
-    if positive:
-        with np.errstate(over="ignore"):
-            edges = np.exp2(np.arange(offset, offset + len(positive) + 1, dtype=np.float64) * 2.0**-scale)
-        bounds += edges.tolist()
-        counts += [0.0, *map(float, positive)]
-    counts.append(0.0)
-    finite = int(np.searchsorted(bounds, np.inf))  # edges only grow: the infinite ones are last
-    if finite < len(bounds):
-        bounds, counts = bounds[:finite], [*counts[:finite], sum(counts[finite:])]
-    return bounds, counts
-
-
-def add_histogram(rows: MetricRows, head: Head, total: tuple[float, float], buckets: Buckets) -> None:
-    """A histogram point: `total` = (sum, count), buckets only where it has them (OTLP allows a
-    point with neither bounds nor counts)."""
-    bounds, counts = buckets
-    has = bool(bounds or counts)
-    rows.add(*head, *total, bounds if has else None, counts if has else None)
-
-
-def add_summary(
-    rows: MetricRows, head: Head, total: tuple[float, float], quantiles: Iterable[tuple[float, float]]
-) -> None:
-    """A summary point: its cumulative (sum, count) as `head` says, and its 0.95 quantile as a
-    gauge `{metric}:p95`."""
-    rows.add(*head, *total)
-    name, _, resource, attributes, time, start = head
-    for quantile, value in quantiles:
-        if quantile == SUMMARY_QUANTILE:
-            rows.add(name + P95_SUFFIX, MetricKind.GAUGE, resource, attributes, time, start, value)
-
 
 def attribute_texts(items: Iterable[KeyValue]) -> dict[str, str]:
-    """Attributes as text (module docstring); string values, the common case, read directly."""
+    """Attributes as text (`ingest.otlp_metrics_rules`); string values, the common case, read directly."""
     items = list(items)
     out = {kv.key: kv.value.string_value for kv in items}
     if "" in out.values():  # empty, or not a string
@@ -218,9 +134,9 @@ class _Points:
         read = self._read if self.scanned is None else self.scanned.columns
         sets, times, starts, values, stale, no_value = read(index, points)
         if stale:
-            self.rows.reject(STALE, stale)
+            self.rows.reject(rules.STALE, stale)
         if no_value:
-            self.rows.reject(NO_VALUE, no_value)
+            self.rows.reject(rules.NO_VALUE, no_value)
         if times:
             self.rows.add_numbers(name, kind, resource, sets, times, starts, values)
 
@@ -230,24 +146,24 @@ class _Points:
         read = [
             (attributes(p.attributes), p.time_unix_nano, p.start_time_unix_nano, getattr(p, value))
             for p in points
-            if (value := p.WhichOneof("value")) is not None and not p.flags & NO_RECORDED_VALUE
+            if (value := p.WhichOneof("value")) is not None and not p.flags & rules.NO_RECORDED_VALUE
         ]
-        stale = sum(1 for p in points if p.flags & NO_RECORDED_VALUE) if len(read) < len(points) else 0
+        stale = sum(1 for p in points if p.flags & rules.NO_RECORDED_VALUE) if len(read) < len(points) else 0
         sets, times, starts, values = map(list, zip(*read, strict=True)) if read else ([], [], [], [])
         return sets, times, starts, values, stale, len(points) - len(read) - stale
 
     def histograms(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any, exponential: bool) -> None:
         for p in points:
-            if p.flags & NO_RECORDED_VALUE:
-                self.rows.reject(STALE)
+            if p.flags & rules.NO_RECORDED_VALUE:
+                self.rows.reject(rules.STALE)
             elif not p.HasField("sum"):
-                self.rows.reject(NO_SUM)
-            elif exponential and not MIN_SCALE <= p.scale <= MAX_SCALE:
-                self.rows.reject(BAD_SCALE)
+                self.rows.reject(rules.NO_SUM)
+            elif exponential and not rules.MIN_SCALE <= p.scale <= rules.MAX_SCALE:
+                self.rows.reject(rules.BAD_SCALE)
             else:
                 head = (name, kind, resource, self.attributes(p.attributes), p.time_unix_nano, p.start_time_unix_nano)
                 buckets = (
-                    exponential_buckets(
+                    rules.exponential_buckets(
                         p.scale,
                         p.zero_count,
                         p.positive.offset,
@@ -257,16 +173,16 @@ class _Points:
                     if exponential
                     else (p.explicit_bounds, p.bucket_counts)
                 )
-                add_histogram(self.rows, head, (p.sum, float(p.count)), buckets)
+                rules.add_histogram(self.rows, head, (p.sum, float(p.count)), buckets)
 
     def summaries(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any) -> None:
         for p in points:
-            if p.flags & NO_RECORDED_VALUE:
-                self.rows.reject(STALE)
+            if p.flags & rules.NO_RECORDED_VALUE:
+                self.rows.reject(rules.STALE)
             else:
                 head = (name, kind, resource, self.attributes(p.attributes), p.time_unix_nano, p.start_time_unix_nano)
                 quantiles = [(q.quantile, q.value) for q in p.quantile_values]
-                add_summary(self.rows, head, (p.sum, float(p.count)), quantiles)
+                rules.add_summary(self.rows, head, (p.sum, float(p.count)), quantiles)
 
     def metric(self, metric: Any, resource: dict[str, str], index: int) -> None:
         data = metric.WhichOneof("data")
@@ -275,11 +191,11 @@ class _Points:
         body = getattr(metric, data)
         kind: MetricKind | str = MetricKind.HISTOGRAM_CUMULATIVE if data == "summary" else MetricKind.GAUGE
         if data == "sum":
-            kind = sum_kind(body.aggregation_temporality, body.is_monotonic)
+            kind = rules.sum_kind(body.aggregation_temporality, body.is_monotonic)
         elif data in ("histogram", "exponential_histogram"):
-            kind = histogram_kind(body.aggregation_temporality)
+            kind = rules.histogram_kind(body.aggregation_temporality)
         if not metric.name or isinstance(kind, str):
-            self.rows.reject(str(kind) if metric.name else NO_NAME, len(body.data_points))
+            self.rows.reject(str(kind) if metric.name else rules.NO_NAME, len(body.data_points))
         elif data in ("gauge", "sum"):
             self.numbers(metric.name, kind, resource, body.data_points, index)
         elif data == "summary":

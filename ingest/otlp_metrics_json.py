@@ -13,7 +13,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
 from ingest.otlp_json import any_value, as_list, as_object, get_field, load_json, signal_resources
 from ingest.otlp_logs import body_text
-from ingest.otlp_metrics import (
+from ingest.otlp_metrics_rules import (
     BAD_SCALE,
     BAD_TEMPORALITY,
     MAX_SCALE,

@@ -24,18 +24,9 @@ from opentelemetry.sdk.resources import Resource
 
 from ingest.files import decode_metric_file
 from ingest.otlp_encode_metrics import encode_metric_batch
-from ingest.otlp_metrics import (
-    BAD_SCALE,
-    BAD_TEMPORALITY,
-    NO_NAME,
-    NO_SUM,
-    NO_VALUE,
-    STALE,
-    decode_metrics_protobuf,
-    exponential_buckets,
-    parse_metrics_request,
-)
+from ingest.otlp_metrics import decode_metrics_protobuf, parse_metrics_request
 from ingest.otlp_metrics_json import MAX_VALUE_DEPTH, decode_metrics_json
+from ingest.otlp_metrics_rules import BAD_SCALE, BAD_TEMPORALITY, NO_NAME, NO_SUM, NO_VALUE, STALE, exponential_buckets
 from rca.graph.metric_measures import quantile
 from rca.graph.service_graph import ServiceGraph
 from rca.telemetry.metric_rows import BUCKETS_MISMATCH, MetricRows

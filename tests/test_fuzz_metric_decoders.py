@@ -18,8 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
-from ingest.otlp_metrics import MAX_SCALE, MIN_SCALE, decode_metrics_protobuf, exponential_buckets
+from ingest.otlp_metrics import decode_metrics_protobuf
 from ingest.otlp_metrics_json import decode_metrics_document, decode_metrics_json
+from ingest.otlp_metrics_rules import MAX_SCALE, MIN_SCALE, exponential_buckets
 from rca.telemetry.metrics import MetricDecodeResult
 from rca.telemetry.spans import DecodeError
 from tests.fuzzing import FUZZ, decode_or_refuse, mutated, varint

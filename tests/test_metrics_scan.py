@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from benchmarks.metric_payload import POINTS_PER_REQUEST, metric_export_requests
 from ingest import otlp_metrics_scan as scan
-from ingest.otlp_metrics import NO_VALUE, STALE, decode_metrics_protobuf, decode_metrics_reference
+from ingest.otlp_metrics import decode_metrics_protobuf, decode_metrics_reference
+from ingest.otlp_metrics_rules import NO_VALUE, STALE
 from rca.telemetry.metrics import MetricDecodeResult
 from rca.telemetry.spans import DecodeError
 from tests.fuzzing import FUZZ, garbled, run_bounds_checked, varint
