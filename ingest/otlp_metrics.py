@@ -233,7 +233,7 @@ def _decode(request: Any, points: _Points) -> MetricDecodeResult:
 
 def decode_metrics_protobuf(data: bytes) -> MetricDecodeResult:
     """OTLP `ExportMetricsServiceRequest` bytes → data points; `DecodeError` when malformed,
-    points that cannot be read (module docstring) rejected with a reason."""
+    points that cannot be read (`ingest.otlp_metrics_rules`) rejected with a reason."""
     request = _RawMetricsData()
     _parse(request, data)
     try:

@@ -36,6 +36,7 @@ from ingest.otlp_fields import (
     NUMBER_TIME,
     NUMBERS_POINTS,
 )
+from ingest.otlp_metrics_rules import NO_RECORDED_VALUE
 from ingest.otlp_wire import (
     BAD,
     I64,
@@ -61,7 +62,6 @@ from rca.telemetry.spans import DecodeError
 M_FIRST, M_END, M_STALE, M_NO_VALUE = range(4)
 # Columns per kept point (uint64): time, start, and its value's float64 bits.
 P_TIME, P_START, P_VALUE = range(3)
-NO_RECORDED_VALUE = 1  # DataPointFlags: a staleness marker
 _DATA = (METRIC_GAUGE, METRIC_SUM, METRIC_HISTOGRAM, METRIC_EXPONENTIAL_HISTOGRAM, METRIC_SUMMARY)
 _NONE, _DOUBLE, _INT = 0, 1, 2  # which value a point has
 
