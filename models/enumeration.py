@@ -21,7 +21,7 @@ import torch
 from pyro.infer import TraceEnum_ELBO
 
 from models.health import HealthParams, log_faulty, log_healthy, log_mixture_ratio, log_prior, root_scores
-from models.multiroot import entry_log_prior, log_pair_ratio, states
+from models.multiroot import log_pair_ratio, states
 
 
 def single_root_model(
@@ -35,7 +35,7 @@ def single_root_model(
     candidates. Only candidates are observed: every other node is healthy under every cause."""
     score, mask = score[candidates], mask[candidates]
     n_nodes, n_faults = score.shape
-    prior = log_prior(mask, torch).reshape(-1)
+    prior = log_prior(mask, params, torch).reshape(-1)
     cause = pyro.sample("cause", dist.Categorical(logits=prior), infer={"enumerate": "parallel"})
     k = cause.reshape(-1, 1, 1)
     root, fault = k // n_faults, k % n_faults  # (K, 1, 1): a candidate position and a class
@@ -84,7 +84,7 @@ def two_root_model(
     each root's single-root prior, normalised over the pairs on distinct nodes; a pair whose
     first root lies outside S stands for both its orders."""
     n_candidates, n_faults = score.shape
-    prior = entry_log_prior(mask, torch).to(score.dtype)  # (R, F)
+    prior = log_prior(mask, params, torch).to(score.dtype)  # (R, F)
     chosen = prior[roots, classes]
     first = pyro.sample("first", dist.Categorical(logits=prior.reshape(-1)), infer={"enumerate": "parallel"})
     second = pyro.sample("second", dist.Categorical(logits=chosen), infer={"enumerate": "parallel"})

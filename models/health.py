@@ -88,6 +88,9 @@ class HealthParams:
     # the strongest signal is the likelier root. Row per relation, like `relation_weight`.
     relation_loc: tuple[tuple[float, ...], ...] = ((math.log(5.0),) * N_FAULTS,) * N_RELATIONS
     temperature: float = 1.0
+    # How often each class is the root's, relative to the others (`log_prior`): a node that can
+    # fail in more measurable ways is the likelier root.
+    class_rate: tuple[float, ...] = (1.0,) * N_FAULTS
 
     def array(self, name: str, xp: ModuleType = np) -> Any:
         """A parameter as a float64 array of `xp` (numpy, or torch for the Pyro models)."""
@@ -160,10 +163,12 @@ def root_scores(score: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
     return xp.minimum(score, fault_peak(params, xp))
 
 
-def log_prior(valid: Any, xp: ModuleType = np) -> Any:
-    """Uniform over candidate nodes, then uniform over the classes measurable at each; (R, C)."""
-    per_node = xp.clip(valid.sum(-1, keepdims=True) if xp is np else valid.sum(-1, keepdim=True), 1, None)
-    return xp.where(valid, -xp.log(per_node * 1.0), -math.inf)
+def log_prior(valid: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
+    """The proper prior over (candidate, class), (R, C): each measurable pair in proportion to its
+    class's `class_rate`, so a candidate's share is the sum of the rates it can be measured in."""
+    rate = params.array("class_rate", xp)
+    total = xp.clip((valid * rate).sum(), 1e-300, None)
+    return xp.where(valid, xp.log(rate) - xp.log(total), -math.inf)
 
 
 SHIPPED = Path(__file__).with_name("params.json")
@@ -199,6 +204,7 @@ def load_params(path: Path = SHIPPED) -> HealthParams:
         relation_weight=_relation_rows(raw["relation_weight"], HealthParams().relation_weight),
         relation_loc=_relation_rows(raw["relation_loc"], HealthParams().relation_loc),
         temperature=float(raw["temperature"]),
+        class_rate=floats("class_rate") if "class_rate" in raw else HealthParams().class_rate,
     )
 
 

@@ -112,6 +112,7 @@ class TensorParams:
     relation_weight: torch.Tensor
     relation_loc: torch.Tensor
     temperature: torch.Tensor
+    class_rate: torch.Tensor
 
     def array(self, name: str, xp: ModuleType = torch) -> Any:
         return getattr(self, name)
@@ -130,6 +131,7 @@ class TensorParams:
             relation_weight=rows(self.relation_weight),
             relation_loc=rows(self.relation_loc),
             temperature=float(self.temperature),
+            class_rate=tuple(self.class_rate.tolist()),
         )
 
 
@@ -168,6 +170,7 @@ def priors(n_faults: int, n_relations: int) -> dict[str, TorchDistribution]:
         "relation_loc_spread": dist.HalfNormal(_t(1.0)),
         "relation_loc_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), k, f),
         "temperature": dist.LogNormal(_t(0.0), _t(1.0)),  # type: ignore[no-untyped-call]
+        "class_rate_log": _iid(dist.Normal(_t(0.0), _t(1.0)), f),  # relative rates: the prior pins their scale
     }
 
 
@@ -192,6 +195,7 @@ def compose(sites: Sites) -> TensorParams:
         relation_weight=torch.cat([torch.zeros_like(weight[:1]), weight]),  # NONE drives nothing
         relation_loc=torch.cat([fault_loc[None], fault_loc + shift]),  # NONE's row is never read
         temperature=sites["temperature"],
+        class_rate=torch.exp(sites["class_rate_log"]),
     )
 
 
@@ -227,6 +231,7 @@ def initial_sites(params: HealthParams) -> Sites:
         "relation_loc_spread": _t(1.0),
         "relation_loc_offset": relation_loc - loc - shift[:, None],
         "temperature": params.array("temperature", torch),
+        "class_rate_log": torch.log(params.array("class_rate", torch)),
     }
 
 

@@ -78,12 +78,6 @@ def log_pair_ratio(weight: tuple[Any, Any], log_lr: tuple[Any, Any], xp: ModuleT
     return xp.logaddexp(xp.logaddexp(neither, first), second)
 
 
-def entry_log_prior(mask: Any, xp: ModuleType = np) -> Any:
-    """The single root's proper prior over (candidate, class): uniform over the R candidates,
-    then over the classes measurable at each; (R, F)."""
-    return log_prior(mask, xp) - math.log(mask.shape[0])
-
-
 def _log_lr(weight: Array, loc: Array, read: Array, params: HealthParams) -> tuple[Array, Array]:
     """Per score: the faulty/healthy log ratio at `loc`, and the single state's mixture term."""
     log_lr = log_faulty(read, params, loc) - log_healthy(read, params)
@@ -126,7 +120,7 @@ def compare_roots(
     likelihood = np.bincount(entry, weights=single, minlength=roots.shape[0])
     log_z1 = (
         likelihood[0] / params.temperature
-        + entry_log_prior(mask)[roots[0], classes[0]]
+        + log_prior(mask, params)[roots[0], classes[0]]
         - log_post[roots[0], classes[0]]
     )
     mirrored = np.full((n_candidates, n_faults), math.log(2.0))

@@ -45,7 +45,7 @@ def related_ratio(score: Any, mask: Any, params: ParamArrays, xp: ModuleType = n
 
 def cause_logits(root: Any, related: Any, mask: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
     """(R, C) unnormalised log posterior: the prior and the likelihood tempered by `temperature`."""
-    return (root + related[:, None]) / params.array("temperature", xp) + log_prior(mask, xp)
+    return (root + related[:, None]) / params.array("temperature", xp) + log_prior(mask, params, xp)
 
 
 def log_posterior(score: Array, structure: CausalStructure, params: HealthParams) -> Array:

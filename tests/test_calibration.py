@@ -6,6 +6,7 @@ Training and test cases come from disjoint seeds of the same scenarios, as `benc
 
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -46,7 +47,19 @@ def test_fit_learns_parameters_and_keeps_the_estimator_contract(ranker: Bayesian
     assert 0.25 <= fitted.temperature <= 8.0
     assert all(0.0 < a < 1.0 for row in fitted.activation for a in row)
     assert all(w == 0.0 for w in fitted.relation_weight[Relation.NONE])
+    assert all(r > 0.0 for r in fitted.class_rate) and fitted.class_rate != HealthParams().class_rate
     assert fitted == load_params_roundtrip(fitted)
+
+
+def test_a_parameters_file_from_before_the_class_rates_loads_with_equal_rates() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "params.json"
+        save_params(replace(HealthParams(), temperature=1.3), path)
+        raw = json.loads(path.read_text())
+        del raw["class_rate"]
+        path.write_text(json.dumps(raw))
+        loaded = load_params(path)
+    assert loaded.class_rate == HealthParams().class_rate and loaded.temperature == 1.3
 
 
 def load_params_roundtrip(params: HealthParams) -> HealthParams:

@@ -40,6 +40,7 @@ def random_params(rng: np.random.Generator) -> HealthParams:
         relation_weight=tuple(map(tuple, weight)),
         relation_loc=tuple(map(tuple, loc + rng.uniform(-1.5, 1.5, (KINDS, N_FAULTS)))),
         temperature=float(rng.uniform(0.5, 3.0)),
+        class_rate=tuple(rng.uniform(0.1, 5.0, N_FAULTS)),
     )
 
 
@@ -84,7 +85,8 @@ def log_state(x: np.ndarray, p: HealthParams, weight: np.ndarray, loc: np.ndarra
 
 def brute_force(score: np.ndarray, structure: CausalStructure, p: HealthParams) -> np.ndarray:
     """Log posterior over (candidate, class): every cause's joint density of every measured score,
-    tempered, under a prior uniform over candidates then over the classes measurable at each. A
+    tempered, under a prior over the measurable (candidate, class) pairs in proportion to the
+    class's rate. A
     root's own scores are read at most at the score where its own faulty/healthy ratio peaks on the
     grid of `MAX_SCORE / 1200` (a stronger anomaly is never less suspect)."""
     measured = ~np.isnan(score[structure.candidates])
@@ -93,6 +95,7 @@ def brute_force(score: np.ndarray, structure: CausalStructure, p: HealthParams) 
     grid = np.linspace(0.0, MAX_SCORE, 1201)[:, None]
     peak = grid[np.argmax(log_faulty(grid, p, loc) - log_healthy(grid, p), axis=0), 0]
     r_count, f_count = x.shape
+    rate = np.asarray(p.class_rate)
     out = np.full((r_count, f_count), -np.inf)
     for r in range(r_count):
         classes = np.flatnonzero(measured[r])
@@ -108,7 +111,7 @@ def brute_force(score: np.ndarray, structure: CausalStructure, p: HealthParams) 
                     k = structure.relation[r, i]
                     density = log_state(x[i], p, np.asarray(p.relation_weight[k]), np.asarray(p.relation_loc[k]))
                 total += float(density[seen].sum())
-            out[r, c] = -math.log(r_count) - math.log(classes.shape[0]) + total / p.temperature
+            out[r, c] = math.log(rate[c]) + total / p.temperature
     return out - logsumexp(out)
 
 

@@ -132,3 +132,21 @@ def test_tensor_parallel_peers_waiting_on_a_slow_rank_point_to_it() -> None:
     posterior = np.exp(log_posterior(score, structure, HealthParams()))
     assert int(np.argmax(posterior.sum(axis=1))) == 4
     assert int(np.argmax(posterior[4])) == gpu
+
+
+def test_the_prior_weighs_each_measurable_class_by_its_rate() -> None:
+    """The class rates multiply each (node, class) entry's posterior by its class's rate: a node
+    measurable in more classes gains, and the same evidence otherwise decides."""
+    score = _chain_scores(3)
+    score[0, ERR] = score[1, CS] = np.nan  # nodes measurable in different numbers of classes
+    structure = causal_structure(6, np.array([[0, 1], [1, 2], [2, 3], [1, 4], [4, 5]]), [0])
+    rates = np.array([4.0, 0.5, 0.25, *(1.0,) * (N_FAULTS - 3)])
+    uniform = log_posterior(score, structure, HealthParams())
+    weighted = log_posterior(score, structure, HealthParams(class_rate=tuple(rates)))
+    finite = np.isfinite(uniform)
+    assert (np.isfinite(weighted) == finite).all()
+    expected = uniform + np.log(rates)[None, :]
+    expected -= np.log(np.exp(expected[finite]).sum())
+    assert np.allclose(weighted[finite], expected[finite])
+    with_three = np.isfinite(uniform[:, :3]).all(axis=1)
+    assert with_three.any() and not with_three.all()
