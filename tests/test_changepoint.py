@@ -1,0 +1,35 @@
+"""Change points per row: the onset, levels and size of a shift, in the wanted direction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rca.evidence.changepoint import mean_shift
+
+WINDOWS = 40
+
+
+def test_a_step_is_found_at_its_onset_in_the_wanted_direction() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.normal(1.0, 0.1, (2, WINDOWS))
+    y[:, 25:] += np.array([[1.0], [-1.0]])
+    w = np.full(y.shape, 10.0)
+    up = mean_shift(y, w, first=3, last=WINDOWS - 3, direction=1, variance_floor=0.0)
+    assert up.onset[0] == 25 and up.score[0] > 20
+    assert up.baseline[0] == pytest.approx(1.0, abs=0.05) and up.observed[0] == pytest.approx(2.0, abs=0.05)
+    assert up.score[1] <= 1.0  # a fall is no rise
+    either = mean_shift(y, w, first=3, last=WINDOWS - 3, direction=0, variance_floor=0.0)
+    assert either.onset[1] == 25 and either.score[1] < -20
+
+
+def test_the_variance_floor_bounds_a_quiet_rows_statistic_and_sparse_segments_score_nothing() -> None:
+    y = np.ones((2, WINDOWS))
+    y[:, 25:] = 1.2  # a step with no scatter at all on either side
+    w = np.ones(y.shape)
+    w[1] = 0.0
+    w[1, [0, 1, 25, 26]] = 1.0  # two observations each side, fewer than MIN_WEIGHT at any split
+    floored = mean_shift(y, w, first=3, last=WINDOWS - 3, direction=1, variance_floor=0.01)
+    standard_error = np.sqrt(0.01 / 25 + 0.01 / 15)
+    assert floored.score[0] == pytest.approx(0.2 / standard_error)
+    assert floored.score[1] == 0.0
