@@ -198,3 +198,63 @@ def test_a_share_partner_no_entry_maps_is_measured_without_a_row_of_its_own() ->
     partner = table.rule("jobs_failed")
     assert partner is not None and partner.measured_only and "jobs_failed_total" in table.names()
     assert not table.rule("jobs_done_total").measured_only  # type: ignore[union-attr]
+
+
+def _link_errors(metric: str, erring: int | None, seed: int = 0) -> ServiceGraph:
+    """Four GPUs' cumulative NVLink (or PCIe) error counters: none counted before the onset, then
+    GPU `erring`'s climbing about three a second (None: none anywhere)."""
+    rng = np.random.default_rng(seed)
+    rows = MetricRows()
+    totals = [0.0] * 4
+    for k in range(1, POINTS + 1):
+        t = T0 + k * SCRAPE_S * S
+        for gpu in range(4):
+            if k > ONSET and gpu == erring:
+                totals[gpu] += float(rng.poisson(3.0 * SCRAPE_S))
+            labels = {"gpu": str(gpu), "Hostname": "node-a", "exported_pod": POD}
+            rows.add(metric, MetricKind.CUMULATIVE, {"service.name": "dcgm-exporter"}, labels, t, T0, totals[gpu])
+    graph = ServiceGraph()
+    graph.add_metrics(rows.build().batch)
+    return graph
+
+
+@pytest.mark.parametrize(
+    "metric",
+    [
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    ],
+)
+def test_a_gpu_whose_link_starts_retrying_points_to_nccl(metric: str) -> None:
+    erring = _evidence(_link_errors(metric, erring=1))
+    assert _score(erring, "gpu:node-a/1", Fault.NCCL_COMMUNICATION) > 10
+    row = erring.index("gpu:node-a/1")
+    assert erring.signal[row][F[Fault.NCCL_COMMUNICATION]].endswith(f":{metric}")
+    assert erring.observed[row, F[Fault.NCCL_COMMUNICATION]] == pytest.approx(3.0, rel=0.3)  # errors a second
+    assert _score(erring, "gpu:node-a/0", Fault.NCCL_COMMUNICATION) == 0.0
+    clean = _evidence(_link_errors(metric, erring=None))
+    assert all(_score(clean, f"gpu:node-a/{g}", Fault.NCCL_COMMUNICATION) == 0.0 for g in range(4))
+
+
+def test_vllm_v0s_swapped_requests_point_to_the_kv_cache_and_its_inference_time_to_latency() -> None:
+    rng = np.random.default_rng(4)
+    rows = MetricRows()
+    resource = {"service.name": "vllm-engine"}
+    for k in range(1, POINTS + 1):
+        t = T0 + k * SCRAPE_S * S
+        after = k > ONSET
+        swapped = float(rng.poisson(6.0)) if after else 0.0
+        rows.add("vllm:num_requests_swapped", MetricKind.GAUGE, resource, {}, t, 0, swapped)
+        inference = (2.5 if after else 1.0) * (1 + 0.05 * rng.standard_normal())
+        rows.add("vllm:request_inference_time_seconds", MetricKind.GAUGE, resource, {}, t, 0, inference)
+    graph = ServiceGraph()
+    graph.add_metrics(rows.build().batch)
+    evidence = _evidence(graph)
+    row = evidence.index("vllm-engine")
+    kv, latency = F[Fault.KV_CACHE_FRAGMENTATION], F[Fault.LATENCY]
+    assert evidence.signal[row][kv] == "metric.requests_swapped:vllm:num_requests_swapped"
+    assert evidence.signal[row][latency] == "metric.inference_time_s:vllm:request_inference_time_seconds"
+    assert evidence.score[row, kv] > 10 and evidence.score[row, latency] > 10
