@@ -15,8 +15,8 @@ read through upb's objects (`decode_metrics_reference`), as histograms and summa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError as ProtobufDecodeError
@@ -84,10 +84,32 @@ def parse_metrics_request(data: bytes) -> ExportMetricsServiceRequest:
 
 
 MAX_ATTRIBUTE_SETS = 50_000
+Key = TypeVar("Key", bound=Hashable)
 # Attribute sets read so far, shared by requests (the mappings are never changed once made):
 # by their raw `KeyValue`s, and by the encoding of a number point's attribute fields (the scan's).
 _ATTRIBUTE_SETS: dict[tuple[bytes, ...], dict[str, str]] = {}
 _ENCODED_SETS: dict[bytes, dict[str, str]] = {}
+
+
+def _remembered(cache: dict[Key, dict[str, str]], key: Key, read: Callable[[Key], dict[str, str]]) -> dict[str, str]:
+    """`read(key)`, once per key while the cache holds it (at most `MAX_ATTRIBUTE_SETS` keys: past
+    that it starts again)."""
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= MAX_ATTRIBUTE_SETS:
+            cache.clear()
+        found = cache[key] = read(key)
+    return found
+
+
+def _key_values_text(raw: tuple[bytes, ...]) -> dict[str, str]:
+    """Attributes as text from their raw `KeyValue` encodings, each parsed with the real schema."""
+    items = []
+    for item in raw:
+        kv = KeyValue()
+        _parse(kv, item)
+        items.append(kv)
+    return attribute_texts(items)
 
 
 class _Points:
@@ -104,30 +126,19 @@ class _Points:
         """A point's attributes as text, read once per distinct set of raw `KeyValue`s (across
         requests: scrapes repeat their series; the memory of sets is bounded)."""
         key = tuple(raw)
-        found = self._sets.get(key)
-        if found is None:
-            items = []
-            for item in key:
-                kv = KeyValue()
-                _parse(kv, item)
-                items.append(kv)
-            if len(self._sets) >= MAX_ATTRIBUTE_SETS:
-                self._sets.clear()
-            found = self._sets[key] = attribute_texts(items)
-        return found
+        found = self._sets.get(key)  # the hit, most points' case, without a call
+        return found if found is not None else _remembered(self._sets, key, _key_values_text)
 
     def encoded_attributes(self, fields: bytes) -> dict[str, str]:
         """The attributes of a number point whose attribute fields, one after another, are
         `fields`: what `attributes` reads from their `KeyValue`s, remembered by their encoding."""
         found = _ENCODED_SETS.get(fields)
-        if found is None:
-            point = _RawNumberDataPoint()
-            _parse(point, fields)
-            found = self.attributes(point.attributes)
-            if len(_ENCODED_SETS) >= MAX_ATTRIBUTE_SETS:
-                _ENCODED_SETS.clear()
-            _ENCODED_SETS[fields] = found
-        return found
+        return found if found is not None else _remembered(_ENCODED_SETS, fields, self._point_attributes)
+
+    def _point_attributes(self, fields: bytes) -> dict[str, str]:
+        point = _RawNumberDataPoint()
+        _parse(point, fields)
+        return self.attributes(point.attributes)
 
     def numbers(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any, index: int) -> None:
         """The gauge or sum points of metric `index`: from the scan where there is one."""
@@ -209,13 +220,7 @@ _RESOURCES: dict[bytes, dict[str, str]] = {}  # by their encoding: an exporter r
 
 def _resource(resource: Any) -> dict[str, str]:
     """A resource's attributes as text, the same mapping for the same resource (bounded)."""
-    key = resource.SerializeToString()
-    found = _RESOURCES.get(key)
-    if found is None:
-        if len(_RESOURCES) >= MAX_ATTRIBUTE_SETS:
-            _RESOURCES.clear()
-        found = _RESOURCES[key] = attribute_texts(resource.attributes)
-    return found
+    return _remembered(_RESOURCES, resource.SerializeToString(), lambda _: attribute_texts(resource.attributes))
 
 
 def _decode(request: Any, points: _Points) -> MetricDecodeResult:
