@@ -8,8 +8,10 @@ merely ordered; `calibration` compares them with top-1 accuracy.
 The truth's log probability is a proper score, and its optimum hedges: a few confident misses
 cost more than many modest hits gain, so the learned temperature leaves the top probability
 below the top-1 accuracy. The fit's last step (`calibrated`) therefore sets the temperature so
-that the two agree on the training cases, as post-hoc temperature scaling does; the rest of the
-parameters stay as learned.
+that the two agree, as post-hoc temperature scaling does, on calibration cases the fit did not
+learn from where they are given (on its own cases a model ranks better than on new ones, and a
+temperature set there is overconfident), else on the training cases; the rest of the parameters
+stay as learned.
 """
 
 from __future__ import annotations
@@ -52,9 +54,17 @@ def _labelled(cases: Sequence[Case]) -> list[_Labelled]:
     return out
 
 
-def fit_params(cases: Sequence[Case], initial: HealthParams, *, steps: int = STEPS, seed: int = 0) -> HealthParams:
+def fit_params(
+    cases: Sequence[Case],
+    initial: HealthParams,
+    *,
+    calibration_cases: Sequence[Case] = (),
+    steps: int = STEPS,
+    seed: int = 0,
+) -> HealthParams:
     """Parameters learned from the labelled cases, starting from `initial`: `steps` seeded
-    optimisation steps of `models.learning.learn` (the same cases and seed give the same fit)."""
+    optimisation steps of `models.learning.learn` (the same cases and seed give the same fit),
+    the temperature then set on `calibration_cases` (on `cases` where none is given)."""
     from models.learning import case_batch, learn  # torch and Pyro load only to fit
 
     labelled = _labelled(cases)
@@ -71,7 +81,7 @@ def fit_params(cases: Sequence[Case], initial: HealthParams, *, steps: int = STE
             for c in labelled
         ]
     )
-    return calibrated(labelled, learn(batch, initial, steps=steps, seed=seed))
+    return calibrated(_labelled(calibration_cases) or labelled, learn(batch, initial, steps=steps, seed=seed))
 
 
 def calibrated(cases: Sequence[_Labelled], params: HealthParams) -> HealthParams:

@@ -45,11 +45,16 @@ class BayesianRanker:
         """`MODEL_NAME@version`, the version naming the parameters in use (`params_version`)."""
         return f"{MODEL_NAME}@{params_version(self._active_params())}"
 
-    def fit(self, cases: Sequence[tuple[NodeEvidence, Sequence[str], str, str]]) -> BayesianRanker:
-        """Learns the health parameters from (evidence, alerting nodes, true node, true fault) cases."""
+    def fit(
+        self,
+        cases: Sequence[tuple[NodeEvidence, Sequence[str], str, str]],
+        calibration_cases: Sequence[tuple[NodeEvidence, Sequence[str], str, str]] = (),
+    ) -> BayesianRanker:
+        """Learns the health parameters from (evidence, alerting nodes, true node, true fault) cases;
+        the temperature from `calibration_cases`, cases apart from those, where given."""
         from models.fitting import fit_params
 
-        self.params_ = fit_params(cases, self.params or HealthParams())
+        self.params_ = fit_params(cases, self.params or HealthParams(), calibration_cases=calibration_cases)
         return self
 
     def evidence(self, graph: ServiceGraph, *, start_ns: int, end_ns: int) -> NodeEvidence:

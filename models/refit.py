@@ -71,14 +71,18 @@ def label_case(labelled: LabelledIncident, initial: HealthParams) -> Case | None
 
 
 def fit_labelled(
-    labelled: Sequence[LabelledIncident], simulated: Sequence[Case], initial: HealthParams
+    labelled: Sequence[LabelledIncident],
+    simulated: Sequence[Case],
+    initial: HealthParams,
+    calibration_cases: Sequence[Case] = (),
 ) -> tuple[HealthParams, FitSummary]:
-    """Parameters fitted on the usable labels and the simulated cases; ValueError when there
-    is no case to fit."""
+    """Parameters fitted on the usable labels and the simulated cases, the temperature set on
+    `calibration_cases` where given (`models.fitting.fit_params`); ValueError when there is no
+    case to fit."""
     from_labels = [c for c in (label_case(x, initial) for x in labelled) if c is not None]
     cases = [*from_labels, *simulated]
     if not cases:
         raise ValueError("no cases: no label names a node the model saw, and no simulated cases were asked for")
-    params = BayesianRanker(params=initial).fit(cases).params_
+    params = BayesianRanker(params=initial).fit(cases, calibration_cases).params_
     fit = calibration(cases, params)
     return params, FitSummary(len(labelled), len(from_labels), len(simulated), fit, params_version(params))

@@ -27,6 +27,8 @@ from simulation.scenarios import parse
 CASES_PER_CLASS = 30
 MIN_SEEDS = 8
 TRAINING_SEEDS = tuple(range(1, CASES_PER_CLASS + 1))
+# The temperature is set on cases apart from the fit's (`calibration_cases`): seeds of their own.
+CALIBRATION_SEEDS = tuple(range(CASES_PER_CLASS + 1, CASES_PER_CLASS + 4))
 LOOKBACK_NS = 300 * 1_000_000_000
 HISTORY_NS = 600 * 1_000_000_000
 REPLAY_PAST_ALERT_NS = 60 * 1_000_000_000  # what the benchmark replays past the first alert
@@ -83,3 +85,11 @@ def training_plan(
 def training_cases(scenarios: Sequence[str] = TRAINING_SCENARIOS, seeds: Sequence[int] = TRAINING_SEEDS) -> list[Case]:
     """Every case of the training plan (`training_plan`), quiet network nodes included."""
     return [training_case(s, seed, every_network_node=True) for s, seed in training_plan(scenarios, seeds)]
+
+
+def calibration_cases(
+    scenarios: Sequence[str] = TRAINING_SCENARIOS, seeds: Sequence[int] = CALIBRATION_SEEDS
+) -> list[Case]:
+    """The cases the fit's temperature is set on: every training scenario at each of `seeds`, which
+    the fit does not see (scenarios alike, as the benchmark weighs them), with the evidence rca serves."""
+    return [training_case(s, seed) for seed in seeds for s in scenarios]

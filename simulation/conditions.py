@@ -1,5 +1,6 @@
 """A case's healthy conditions, drawn from its profile: per-operation latency levels and spread,
-background error rates, busy-but-healthy services (high latency, unchanged through the case) and,
+background error rates, how each operation passes on its calls' failures, how self time grows
+with load, network time, busy-but-healthy services (high latency, unchanged through the case) and,
 on the LLM topology, each engine replica's serving levels."""
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from simulation.profiles import DEFAULT, Profile
 from simulation.topology import CompiledTopology
 
 Array = npt.NDArray[np.float64]
+# The topology as written (`Conditions.neutral`): mid-range call physics.
+NEUTRAL_PROPAGATION = 0.5
+NEUTRAL_LOAD_EXPONENT = 0.3
+NEUTRAL_NETWORK_S = 3e-4
+NEUTRAL_TRANSIENT = 0.003
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +27,10 @@ class Conditions:
     op_scale: Array  # per operation, its median self time's multiplier
     sigma_scale: float
     error_scale: float
+    op_propagation: Array  # per operation, the chance a failed call fails its span too
+    load_exponent: float  # self time grows as load to this power
+    network_s: float  # median one-way network time of a remote call
+    transient: float  # remote calls that fail at first and are retried
     hot: tuple[str, ...]  # busy-but-healthy services
     serving: ServingLevels | None  # the LLM model and hardware
     ranks: tuple[RankLevels, ...]  # per engine replica
@@ -54,6 +64,12 @@ class Conditions:
             op_scale=scale,
             sigma_scale=profile.sigma_scale.one(rng) if randomise else 1.0,
             error_scale=profile.error_scale.one(rng) if randomise else 1.0,
+            op_propagation=(
+                profile.error_propagation.many(rng, n_ops) if randomise else np.full(n_ops, NEUTRAL_PROPAGATION)
+            ),
+            load_exponent=profile.load_exponent.one(rng) if randomise else NEUTRAL_LOAD_EXPONENT,
+            network_s=profile.network_s.one(rng) if randomise else NEUTRAL_NETWORK_S,
+            transient=profile.transient_failures.one(rng) if randomise else NEUTRAL_TRANSIENT,
             hot=hot,
             serving=serving,
             ranks=ranks,

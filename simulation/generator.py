@@ -35,9 +35,6 @@ from simulation.traffic import Hiccups, Traffic
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
-ERROR_PROPAGATION = 0.5  # chance a failed call fails its caller's span too
-LOAD_EXPONENT = 0.3  # self time grows with load
-NETWORK_S = 3e-4  # median one-way network time of a remote call
 
 
 def _ids(rng: np.random.Generator, shape: int | tuple[int, int]) -> npt.NDArray[np.uint64]:
@@ -72,7 +69,7 @@ def generate_invocations(
     arrivals = traffic.arrivals(rng)
     roots = rng.choice(ct.entry_ops, size=arrivals.shape[0], p=ct.entry_weights)
     structure = next((p for p in plans if p.fault is Fault.CALL_STRUCTURE), None)
-    tree = expand(ct, structure, rng, roots, arrivals)
+    tree = expand(ct, structure, rng, roots, arrivals, conditions.transient)
     op, parent, n = tree.op, tree.parent, tree.op.shape[0]
     service = ct.op_service[op]
     t_root = arrivals[tree.trace]
@@ -89,7 +86,7 @@ def generate_invocations(
         if plan.fault is Fault.ERRORS:
             failing |= hit & (rng.random(n) < plan.magnitude)
     spread = np.exp(ct.op_sigma[op] * conditions.sigma_scale * rng.standard_normal(n))
-    self_s = ct.op_median[op] * conditions.op_scale[op] * spread * load**LOAD_EXPONENT * slow
+    self_s = ct.op_median[op] * conditions.op_scale[op] * spread * load**conditions.load_exponent * slow
     error = rng.random(n) < ct.op_error[op] * conditions.error_scale * np.where(hiccup > 1, 3.0, 1.0)
     error |= failing
     self_s = np.where(failing, self_s * rng.uniform(0.5, 1.0, n), self_s)
@@ -103,14 +100,14 @@ def generate_invocations(
     for e in engines:
         self_s[e.rows] = e.requests.duration_s
     remote = (parent >= 0) & (service != service[np.maximum(parent, 0)])
-    net_in = np.where(remote, NETWORK_S * rng.lognormal(0, 0.5, n), 0.0)
-    net_out = np.where(remote, NETWORK_S * rng.lognormal(0, 0.5, n), 0.0)
+    net_in = np.where(remote, conditions.network_s * rng.lognormal(0, 0.5, n), 0.0)
+    net_out = np.where(remote, conditions.network_s * rng.lognormal(0, 0.5, n), 0.0)
     for plan, hit in zip(plans, hits, strict=True):  # a starved caller is slow to send and to read its calls
         if plan.mode is Mode.STARVED:
             starved = remote & hit[np.maximum(parent, 0)]
             factor = np.where(starved, plan.magnitude * rng.lognormal(0, 0.2, n), 1.0)
             net_in, net_out = net_in * factor, net_out * factor
-    duration, occupied = _durations(ct, tree, self_s, net_in + net_out, error, rng)
+    duration, occupied = _durations(ct, tree, self_s, net_in + net_out, error, conditions.op_propagation, rng)
     pre = self_s * rng.uniform(0.15, 0.7, n)
     client_s, server_s = _starts(ct, tree, pre, occupied, net_in)
     columns = SpanBlocks()
@@ -171,10 +168,12 @@ def _durations(
     self_s: F64,
     network: F64,
     error: npt.NDArray[np.bool_],
+    propagation: F64,
     rng: np.random.Generator,
 ) -> tuple[F64, F64]:
     """Bottom-up: each span's duration, and the time its call occupies the caller (a timed-out
-    attempt only until the deadline). Errors of final attempts propagate to callers (in place)."""
+    attempt only until the deadline). Errors of final attempts propagate to callers (in place), at
+    each calling operation's `propagation` chance."""
     n = int(self_s.shape[0])
     duration = self_s.copy()
     occupied = np.zeros(n)
@@ -193,7 +192,7 @@ def _durations(
         par = parallel[p]
         np.add.at(child_sum, p[~par], occ[~par])
         np.maximum.at(child_max, p[par], occ[par])
-        fails = error[rows] & (tree.attempt[rows] == Attempt.OK) & (rng.random(p.shape[0]) < ERROR_PROPAGATION)
+        fails = error[rows] & (tree.attempt[rows] == Attempt.OK) & (rng.random(p.shape[0]) < propagation[tree.op[p]])
         error[p[fails]] = True
     return duration, occupied
 

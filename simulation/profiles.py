@@ -19,6 +19,11 @@ Where the ranges come from (none is taken from rca's evidence code):
   cache, pinned buffers): 0.5-25 % of its accesses;
 - NCCL: an 8-byte point-to-point send costs 1.5-15 us between NVLink and PCIe/host-bridge paths;
   a collective's transfer is 3-45 % of a decode step's compute (NVLink to PCIe);
+- calls: a caller rethrows a callee's failure or handles it (a fallback, a default, a retry
+  elsewhere) by the code path, so each calling operation fails with its failed calls at its own
+  chance; self time grows with load at an exponent between near-flat (ample headroom) and steep
+  (contention); one-way network time is 0.1-1 ms, in-rack to across zones; 0.05-1 % of remote
+  calls fail at first (a reset connection, a restarting pod) and are retried;
 - queues: vLLM's waiting time ranges from milliseconds (idle) to seconds (saturated); a working
   priority scheduler lets urgent requests wait 10-80 % of what ordinary ones wait.
 """
@@ -67,6 +72,10 @@ class Profile:
     sigma_scale: Range  # every operation's self-time spread
     median_spread: float  # lognormal sigma of a per-case, per-operation median multiplier
     error_scale: Range  # background error rates
+    error_propagation: Range  # per calling operation: the chance a failed call fails its span too
+    load_exponent: Range  # self time grows as load to this power
+    network_s: Range  # median one-way network time of a remote call
+    transient_failures: Range  # remote calls whose first attempt fails and is retried
     hiccups: tuple[int, int]  # per noisy service, [lo, hi)
     hiccup_factor: Range
     hot_services: tuple[int, int]  # busy-but-healthy services on the request path, [lo, hi)
@@ -110,6 +119,10 @@ DEFAULT = Profile(
     sigma_scale=Range(0.75, 1.4),
     median_spread=0.3,
     error_scale=Range(0.5, 2.5),
+    error_propagation=Range(0.2, 0.9, log=False),
+    load_exponent=Range(0.15, 0.5, log=False),
+    network_s=Range(1.5e-4, 6e-4),
+    transient_failures=Range(5e-4, 0.01),
     hiccups=(1, 5),
     hiccup_factor=Range(2.0, 6.0),
     hot_services=(0, 3),
@@ -150,6 +163,10 @@ SHIFTED = Profile(
     sigma_scale=Range(0.6, 1.8),
     median_spread=0.6,
     error_scale=Range(0.3, 4.0),
+    error_propagation=Range(0.05, 1.0, log=False),
+    load_exponent=Range(0.1, 0.7, log=False),
+    network_s=Range(8e-5, 1.2e-3),
+    transient_failures=Range(2e-4, 0.03),
     hiccups=(2, 7),
     hiccup_factor=Range(1.8, 8.0),
     hot_services=(1, 4),

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.fitting import Case, calibration
+from models.fitting import Case, calibration, fit_params
 from models.health import HealthParams, load_params, save_params
 from models.ranker import BayesianRanker
 from models.structure import Relation
@@ -80,6 +80,17 @@ def test_the_fit_sets_the_temperature_that_calibrates_its_own_cases(
     flatter = calibration(training, replace(ranker.params_, temperature=ranker.params_.temperature * 2))
     assert sharper.mean_top1_probability - sharper.top1_accuracy > 0.02
     assert flatter.top1_accuracy - flatter.mean_top1_probability > 0.02
+
+
+def test_given_cases_apart_the_fit_sets_the_temperature_on_them(cases: dict[int, list[Case]]) -> None:
+    """Temperature scaling on a validation set: the rest of the fit is the same, the temperature the
+    one that calibrates the cases apart (a short fit: the wiring, not the optimum, is under test)."""
+    training, apart = cases[TRAINING[0]], cases[HELD_OUT]
+    on_own = fit_params(training, HealthParams(), steps=25)
+    on_apart = fit_params(training, HealthParams(), calibration_cases=apart, steps=25)
+    assert calibration(apart, on_apart).gap <= 0.02
+    assert on_apart.temperature != on_own.temperature
+    assert replace(on_apart, temperature=on_own.temperature) == on_own
 
 
 def test_held_out_top1_probability_tracks_top1_accuracy(cases: dict[int, list[Case]], ranker: BayesianRanker) -> None:

@@ -235,11 +235,12 @@ def test_low_traffic_target_is_a_rarely_called_leaf() -> None:
     ct = compiled("mesh200")
     visits = ct.service_visits[ct.service_index[c.truth.service]]
     assert visits < np.median(ct.service_visits)
-    before, during = graphs("mesh200-errors-lowtraffic")
+    _, during = graphs("mesh200-errors-lowtraffic")
     assert during.out_degree(c.truth.node) == 0 or all(
         during.nodes[n]["kind"] == "virtual" for n in during.successors(c.truth.node)
     )
-    assert during.nodes[c.truth.node]["error_rate"] > before.nodes[c.truth.node]["error_rate"]
+    # a handful of calls a minute (whether its errors show depends on the drawn error share)
+    assert 0 < during.nodes[c.truth.node]["calls"] < np.median([during.nodes[n]["calls"] for n in during])
 
 
 def test_noisy_services_are_noisy_when_healthy() -> None:

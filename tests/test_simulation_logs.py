@@ -110,11 +110,13 @@ def test_healthy_noisy_services_warn_and_err_in_the_baseline() -> None:
 
 
 @pytest.mark.parametrize("scenario", ["boutique-errors", "llm-errors", "mesh200-errors", "boutique-errors-partial"])
-def test_errors_root_writes_error_templates_the_baseline_lacks(scenario: str) -> None:
+def test_errors_root_writes_error_templates_the_baseline_rarely_has(scenario: str) -> None:
+    """New error templates, or ones background errors wrote now and then, three times as often."""
     for seed in strong_seeds(scenario, 0.1, 3):
         c = case(scenario, seed)
         before, during = before_during(c, c.truth.service)
-        assert during.errors - set(before.templates)
+        seen_before, seen_during = before.templates, during.templates
+        assert any(seen_during[t] * before.spans > 3 * seen_before[t] * during.spans for t in during.errors)
 
 
 def test_a_callee_defect_shows_in_its_callers_logs() -> None:

@@ -150,11 +150,11 @@ def test_fault_sizes_range_from_subtle_to_gross(scenario: str) -> None:
 
 def test_measured_slowdown_of_the_faulty_gpu_spans_a_wide_range() -> None:
     rises = []
-    for seed in range(1, 21):
+    for seed in range(1, 31):
         r = ranks(case("llm-gpu_memory_bandwidth", seed, 0.5))
         forward = r.duration("model_forward")[r.rank]
         rises.append(float(np.median(forward[r.during]) / np.median(forward[r.before])))
-    assert min(rises) < 1.3 and max(rises) > 6.0
+    assert min(rises) < 1.5 and max(rises) > 6.0
 
 
 def test_ranks_report_the_physics_of_their_own_fault_class() -> None:

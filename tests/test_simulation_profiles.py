@@ -1,7 +1,7 @@
-"""Domain randomisation in the simulator: layouts and levels drawn per case, hot-but-healthy
-services and GPUs, incidents with no LLM fault, overlapping roots, the differently configured
-`shifted` profile, the training set's size and seeds, and no constant shared with rca's
-evidence gates."""
+"""Domain randomisation in the simulator: layouts and levels drawn per case, how calls pass on
+failures, grow with load and cross the network, hot-but-healthy services and GPUs, incidents with
+no LLM fault, overlapping roots, the differently configured `shifted` profile, the training and
+calibration sets' sizes and seeds, and no constant shared with rca's evidence gates."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 from benchmarks.cases import HELD_OUT_SEEDS, suite_cases
-from models.training import TRAINING_SCENARIOS, TRAINING_SEEDS, training_case, training_plan
+from models.training import CALIBRATION_SEEDS, TRAINING_SCENARIOS, TRAINING_SEEDS, training_case, training_plan
 from rca.graph.service_graph import ServiceGraph
 from rca.graph.view import Window, graph_between
 from rca.telemetry.faults import Fault
 from rca.telemetry.spans import Signal
 from simulation import SCENARIOS, SimulatedCase, Truth, simulate
+from simulation.conditions import Conditions
 from simulation.faults import LLM_FAULTS
 from simulation.profiles import DEFAULT, SHIFTED
 from simulation.scenarios import compiled, parse
@@ -73,6 +74,25 @@ def test_healthy_levels_are_drawn_wide_and_some_gpus_run_hot_but_steady() -> Non
             levels.append(b)
             hot_and_steady += b > 0.82 and abs(d - b) < 0.05
     assert min(levels) < 0.45 and max(levels) > 0.82 and hot_and_steady >= 1
+
+
+def test_call_physics_is_drawn_per_case_and_passing_on_failures_per_operation() -> None:
+    ct = compiled("boutique")
+    drawn = [Conditions.draw(ct, DEFAULT, np.random.default_rng(seed)) for seed in range(12)]
+    propagation = np.stack([c.op_propagation for c in drawn])
+    assert propagation.shape == (12, len(ct.calls))
+    r = DEFAULT.error_propagation
+    assert r.lo <= propagation.min() and propagation.max() <= r.hi
+    assert propagation.min() < 0.35 and propagation.max() > 0.75  # some operations swallow, some rethrow
+    for name, values in (
+        ("load_exponent", [c.load_exponent for c in drawn]),
+        ("network_s", [c.network_s for c in drawn]),
+        ("transient_failures", [c.transient for c in drawn]),
+    ):
+        spread = getattr(DEFAULT, name)
+        assert spread.lo <= min(values) and max(values) <= spread.hi and len(set(values)) == 12, name
+    neutral = Conditions.neutral(ct)
+    assert set(neutral.op_propagation.tolist()) == {0.5} and neutral.load_exponent == 0.3
 
 
 def test_busy_services_are_slow_but_unchanged() -> None:
@@ -163,6 +183,7 @@ def test_the_training_set_has_at_least_20_cases_per_class_from_its_own_seeds() -
     assert {f: per_class[f] for f in Fault if per_class[f] < 20} == {}
     assert not set(TRAINING_SEEDS) & set(HELD_OUT_SEEDS)
     assert not {seed for _, seed in plan} & set(HELD_OUT_SEEDS)
+    assert not set(CALIBRATION_SEEDS) & ({seed for _, seed in plan} | set(HELD_OUT_SEEDS))
     assert all(s in SCENARIOS and not s.endswith("-double") for s in TRAINING_SCENARIOS)
     _, alerts, node, fault = training_case("llm-kv_cache_fragmentation", TRAINING_SEEDS[0])
     assert fault == "kv_cache_fragmentation" and node.startswith("gpu:") and alerts

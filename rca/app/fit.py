@@ -14,7 +14,7 @@ from typing import TextIO
 
 from models.health import HealthParams, load_params, save_params
 from models.refit import fit_labelled
-from models.training import TRAINING_SCENARIOS, TRAINING_SEEDS, training_cases
+from models.training import TRAINING_SCENARIOS, TRAINING_SEEDS, calibration_cases, training_cases
 from storage.sql import SqlIncidentStore, StoreError
 
 log = logging.getLogger("rca.fit")
@@ -37,7 +37,8 @@ def run_fit(
     stdout: TextIO | None = None,
 ) -> int:
     """`rca fit`: reads the labels in `db`, simulates the training cases (`scenarios` x `seeds`,
-    by default `models.training`'s), fits, writes `out` and prints a one-line JSON summary;
+    by default `models.training`'s) and, where there are any, the calibration cases of the same
+    scenarios the temperature is set on, fits, writes `out` and prints a one-line JSON summary;
     returns 2 with a message on stderr when the database, the simulation or the fit fails."""
     try:
         store = SqlIncidentStore.open(db, create=False)
@@ -48,10 +49,10 @@ def run_fit(
         for incident, reason in unreadable.items():
             log.warning("the label of incident %s is left out: %s", incident, reason)
         log.info("%d labelled incidents; simulating the training cases", len(labelled))
-        simulated = training_cases(
-            TRAINING_SCENARIOS if scenarios is None else scenarios, TRAINING_SEEDS if seeds is None else seeds
-        )
-        params, summary = fit_labelled(labelled, simulated, load_params())
+        scenarios = TRAINING_SCENARIOS if scenarios is None else scenarios
+        simulated = training_cases(scenarios, TRAINING_SEEDS if seeds is None else seeds)
+        held_apart = calibration_cases(scenarios) if simulated else []
+        params, summary = fit_labelled(labelled, simulated, load_params(), held_apart)
         summary = replace(summary, unreadable=len(unreadable))
         _write(params, out)
     except (StoreError, ValueError, OSError) as exc:
