@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rca.graph.metric_measures import MetricMeasures, quantile
+from rca.graph.metric_measures import MetricMeasures, per_reading, quantile
 from rca.graph.names import NodeKind
 from rca.graph.series import window_series
 from rca.graph.service_graph import ServiceGraph
@@ -126,6 +126,32 @@ def test_gauges_average_per_window_and_unknown_metrics_are_counted_not_kept() ->
     assert graph.measures.unknown == {"some_unmapped_total": 6}
     counts = graph.counts()
     assert (counts.metric_points, counts.metric_points_unknown) == (6, 6)
+
+
+def test_a_nodes_series_read_together_are_one_observation_their_mean() -> None:
+    keys = np.array([7, 7, 3, 7, 7, 3], np.int64)
+    times = np.array([10, 10, 10, 20, 20, 10], np.int64)
+    values = np.array([1.0, 3.0, 5.0, 2.0, 6.0, 9.0])
+    first, key, value = per_reading(keys, times, values)
+    assert key.tolist() == [3, 7, 7] and value.tolist() == [7.0, 2.0, 4.0]
+    assert times[first].tolist() == [10, 10, 20] and keys[first].tolist() == key.tolist()
+    # A host's two NUMA nodes at 100 and 5000 pages/s, scraped together: one reading per scrape,
+    # so the window keeps one observation each scrape and no spread between the two.
+    rows = MetricRows()
+    for k in range(4):
+        for numa, rate in (("0", 100.0), ("1", 5000.0)):
+            labels = {"node": numa}
+            resource = {"service.name": "node-exporter", "host.name": "h"}
+            rows.add("node_memory_numa_other_node_total", MetricKind.GAUGE, resource, labels, T0 + k * 5 * S, 0, rate)
+    graph = ServiceGraph()
+    graph.add_metrics(_batch(rows))
+    series = window_series(graph, T0, T0, graph.newest_ns + 1)
+    sums = series.metrics.sums[0]
+    np.testing.assert_allclose(sums[:, 0], [2.0, 2.0])  # two scrapes per 10 s window, not four points
+    np.testing.assert_allclose(sums[:, 1] / sums[:, 0], [2550.0, 2550.0])
+    np.testing.assert_allclose(sums[:, 2] / sums[:, 0], [2550.0**2, 2550.0**2])  # no spread within
+    first, key, value = per_reading(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    assert first.shape == key.shape == value.shape == (0,)
 
 
 def test_cumulative_sums_become_rates_across_batches_and_resets() -> None:

@@ -192,6 +192,39 @@ def test_a_falling_local_share_points_to_numa_where_load_moves_both_counters() -
     assert steady.signal[row][F[Fault.NUMA_MISMATCH]] != falling.signal[row][F[Fault.NUMA_MISMATCH]]
 
 
+def test_one_numa_nodes_rise_shows_beside_a_busier_one() -> None:
+    """A host's NUMA nodes at very different rates (node_exporter labels each by `node`): the
+    quiet one's remote pages rise 40 % while the busy one holds. Each scrape is one reading of the
+    host (the two series' mean), so the rise stands against the scrape-to-scrape noise, not
+    against the gap between the two series."""
+    rng = np.random.default_rng(3)
+    rows = MetricRows()
+    totals = {"0": 0.0, "1": 0.0}
+    resource = {"service.name": "node-exporter", "host.name": "gpu-node-1"}
+    for k in range(1, POINTS + 1):
+        t = T0 + k * SCRAPE_S * S
+        for numa, rate in (("0", 5000.0), ("1", 2000.0 * (1.4 if k > ONSET else 1.0))):
+            totals[numa] += rate * SCRAPE_S * (1 + 0.03 * rng.standard_normal())
+            rows.add(
+                "node_memory_numa_other_node_total",
+                MetricKind.CUMULATIVE,
+                resource,
+                {"node": numa},
+                t,
+                T0,
+                totals[numa],
+            )
+    graph = ServiceGraph()
+    graph.add_metrics(rows.build().batch)
+    evidence = _evidence(graph)
+    row = evidence.index("host:gpu-node-1")
+    assert evidence.signal[row][F[Fault.NUMA_MISMATCH]].startswith("metric.numa_other_node_pages_per_s")
+    c = F[Fault.NUMA_MISMATCH]
+    assert evidence.baseline[row, c] == pytest.approx(3500.0, rel=0.03)  # the two series' mean
+    assert evidence.observed[row, c] > 1.05 * evidence.baseline[row, c]
+    assert _score(evidence, "host:gpu-node-1", Fault.NUMA_MISMATCH) > 8  # 1.8 were the points pooled in a window
+
+
 def test_a_share_partner_no_entry_maps_is_measured_without_a_row_of_its_own() -> None:
     rule = MetricRule("jobs_done_total", "done_share", Fault.ERRORS, direction=-1, share_of="jobs_failed_total")
     table = MetricTable.default([rule])

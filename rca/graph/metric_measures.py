@@ -7,6 +7,11 @@ the new start where that lies after the previous point); histograms as the mean 
 interval's observations and their p95, from the bucket counts. Points of metrics the table does
 not know are counted by name and go no further.
 
+A node's series read at one time (a scrape's, or an export's points, share their timestamp) are
+one observation, their mean (`per_reading`): a host's NUMA nodes or a pod's containers then vary
+as one reading from scrape to scrape, and the spread between the series (a busy NUMA node beside
+an idle one) is not taken for noise.
+
 The state a cumulative series needs (its last point) is bounded: past `max_series` series it is
 dropped at once and counted, and each series then needs one more point for its next rate.
 """
@@ -58,6 +63,20 @@ def quantile(bounds: tuple[float, ...], counts: npt.NDArray[np.float64], q: floa
     inside = float(counts[k])
     share = (q * total - before) / inside if inside > 0 else 1.0
     return lower + (float(bounds[k]) - lower) * share
+
+
+def per_reading(
+    keys: npt.NDArray[np.int64], time_ns: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """One observation per key (node and measure) and timestamp, the mean of its values: the
+    position of each reading's first row, its key and its value."""
+    if keys.shape[0] == 0:
+        return np.zeros(0, np.int64), keys, values
+    order = np.lexsort((time_ns, keys))
+    k, t = keys[order], time_ns[order]
+    starts = np.flatnonzero(np.r_[True, (k[1:] != k[:-1]) | (t[1:] != t[:-1])])
+    sizes = np.diff(np.r_[starts, k.shape[0]])
+    return order[starts], k[starts], np.add.reduceat(values[order], starts) / sizes
 
 
 class MetricMeasures:

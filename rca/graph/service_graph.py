@@ -24,7 +24,7 @@ from rca.graph.accumulators import EdgeSum, OpSum, WindowAggregate
 from rca.graph.keys import high, low, measure_key, pair_key, signal_key
 from rca.graph.lockstep import Lockstep
 from rca.graph.logtemplates import TemplateMiner
-from rca.graph.metric_measures import MetricMeasures
+from rca.graph.metric_measures import MetricMeasures, per_reading
 from rca.graph.names import NO_OP, Names, NodeKind, map_strings, metric_nodes, span_nodes
 from rca.graph.spanindex import SpanIndex, SpanMarks
 from rca.graph.windows import Windows, by_window, count_edges, count_logs, count_ops, count_values, evict, present
@@ -223,8 +223,9 @@ class ServiceGraph:
             batch, window = batch.select(keep), window[keep]
         seen = self.measures.observe(batch)
         self._metric_points += int(np.count_nonzero(np.bincount(seen.row, minlength=len(batch))))
-        nodes = metric_nodes(self.names, batch, seen.row)
-        count_values(self.windows, window[seen.row], measure_key(nodes, seen.measure), seen.value, metrics=True)
+        keys = measure_key(metric_nodes(self.names, batch, seen.row), seen.measure)
+        first, keys, values = per_reading(keys, batch.time_ns[seen.row], seen.value)
+        count_values(self.windows, window[seen.row][first], keys, values, metrics=True)
         evict(self.windows, oldest_kept)
 
     def add_call_stats(self, stats: CallStats) -> None:
