@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rca.telemetry.faults import Fault
-from simulation.conditions import NEUTRAL_TRANSIENT
+from simulation.conditions import NEUTRAL_TRANSIENT_FAILURES
 from simulation.faults import CallChange, FaultPlan
 from simulation.invocations import SEQ, Attempt
 from simulation.topology import CompiledTopology
@@ -67,11 +67,11 @@ def _calls(
     attempt: I64,
     changed: npt.NDArray[np.bool_],
     echoed: npt.NDArray[np.bool_],
-    transient: float,
+    transient_failures: float,
 ) -> tuple[I64, I64, I64, I64]:
     """The calls a level of invocations makes: (caller index in level, callee op, seq, attempt);
     `plan` is the case's call_structure fault, if any, `changed` the invocations it changes and
-    `echoed` those its echo changes; `transient` of remote calls fail at first and are retried."""
+    `echoed` those its echo changes; `transient_failures` of remote calls fail at first and are retried."""
     out: list[tuple[I64, I64, I64, I64]] = []
     order = np.argsort(ops, kind="stable")
     change, changed_call = (plan.change, plan.call) if plan else (CallChange.NONE, -1)
@@ -103,7 +103,7 @@ def _calls(
             failed = np.zeros(k, np.int64)
             timed = np.zeros(k, np.int64)
             if ct.op_service[callee] != ct.op_service[op]:
-                failed = (made & (rng.random(k) < transient)).astype(np.int64)
+                failed = (made & (rng.random(k) < transient_failures)).astype(np.int64)
                 if change is CallChange.RETRY and ci == changed_call:
                     timed = np.where(made & changes & (rng.random(k) < FAULT_RETRY), rng.integers(2, 4, k), 0)
             total = count + failed + timed
@@ -125,10 +125,10 @@ def expand(
     rng: np.random.Generator,
     roots: I64,
     t_root: I64,
-    transient: float = NEUTRAL_TRANSIENT,
+    transient_failures: float = NEUTRAL_TRANSIENT_FAILURES,
 ) -> CallTree:
     """The call trees of requests arriving at `t_root`; `plan` is the call_structure fault, if any;
-    `transient` of remote calls fail at first and are retried."""
+    `transient_failures` of remote calls fail at first and are retried."""
     n = roots.shape[0]
     level = {
         "op": roots,
@@ -153,7 +153,8 @@ def expand(
             echoed = from_changed & (level["op"] == plan.echo.operation)
             echoed &= rng.random(echoed.shape[0]) < plan.echo.share
         columns["echoed"].append(echoed)
-        caller, callee, seq, attempt = _calls(ct, plan, rng, level["op"], level["attempt"], changed, echoed, transient)
+        level_calls = _calls(ct, plan, rng, level["op"], level["attempt"], changed, echoed, transient_failures)
+        caller, callee, seq, attempt = level_calls
         from_changed = changed[caller]
         start = bounds[-1]
         bounds.append(start + level["op"].shape[0])

@@ -19,7 +19,7 @@ Array = npt.NDArray[np.float64]
 NEUTRAL_PROPAGATION = 0.5
 NEUTRAL_LOAD_EXPONENT = 0.3
 NEUTRAL_NETWORK_S = 3e-4
-NEUTRAL_TRANSIENT = 0.003
+NEUTRAL_TRANSIENT_FAILURES = 0.003
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class Conditions:
     op_propagation: Array  # per operation, the chance a failed call fails its span too
     load_exponent: float  # self time grows as load to this power
     network_s: float  # median one-way network time of a remote call
-    transient: float  # remote calls that fail at first and are retried
+    transient_failures: float  # remote calls that fail at first and are retried
     hot: tuple[str, ...]  # busy-but-healthy services
     serving: ServingLevels | None  # the LLM model and hardware
     ranks: tuple[RankLevels, ...]  # per engine replica
@@ -69,7 +69,7 @@ class Conditions:
             ),
             load_exponent=profile.load_exponent.one(rng) if randomise else NEUTRAL_LOAD_EXPONENT,
             network_s=profile.network_s.one(rng) if randomise else NEUTRAL_NETWORK_S,
-            transient=profile.transient_failures.one(rng) if randomise else NEUTRAL_TRANSIENT,
+            transient_failures=profile.transient_failures.one(rng) if randomise else NEUTRAL_TRANSIENT_FAILURES,
             hot=hot,
             serving=serving,
             ranks=ranks,

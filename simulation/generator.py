@@ -69,7 +69,7 @@ def generate_invocations(
     arrivals = traffic.arrivals(rng)
     roots = rng.choice(ct.entry_ops, size=arrivals.shape[0], p=ct.entry_weights)
     structure = next((p for p in plans if p.fault is Fault.CALL_STRUCTURE), None)
-    tree = expand(ct, structure, rng, roots, arrivals, conditions.transient)
+    tree = expand(ct, structure, rng, roots, arrivals, conditions.transient_failures)
     op, parent, n = tree.op, tree.parent, tree.op.shape[0]
     service = ct.op_service[op]
     t_root = arrivals[tree.trace]

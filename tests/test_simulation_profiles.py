@@ -87,7 +87,7 @@ def test_call_physics_is_drawn_per_case_and_passing_on_failures_per_operation() 
     for name, values in (
         ("load_exponent", [c.load_exponent for c in drawn]),
         ("network_s", [c.network_s for c in drawn]),
-        ("transient_failures", [c.transient for c in drawn]),
+        ("transient_failures", [c.transient_failures for c in drawn]),
     ):
         spread = getattr(DEFAULT, name)
         assert spread.lo <= min(values) and max(values) <= spread.hi and len(set(values)) == 12, name
