@@ -153,8 +153,9 @@ def expand(
             echoed = from_changed & (level["op"] == plan.echo.operation)
             echoed &= rng.random(echoed.shape[0]) < plan.echo.share
         columns["echoed"].append(echoed)
-        level_calls = _calls(ct, plan, rng, level["op"], level["attempt"], changed, echoed, transient_failures)
-        caller, callee, seq, attempt = level_calls
+        caller, callee, seq, attempt = _calls(
+            ct, plan, rng, level["op"], level["attempt"], changed, echoed, transient_failures
+        )
         from_changed = changed[caller]
         start = bounds[-1]
         bounds.append(start + level["op"].shape[0])
