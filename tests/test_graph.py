@@ -40,6 +40,26 @@ def test_self_time_subtracts_direct_children() -> None:
     assert abs(view.nodes["b"]["self_time_mean_s"] - 0.030) < 1e-9
 
 
+def test_children_called_in_parallel_count_their_covered_time_once() -> None:
+    # a works 10 ms, then calls b and c at once (20 ms each), then d after a 5 ms pause; e is
+    # another request's parallel pair whose second child overlaps the first by half
+    graph = ServiceGraph()
+    graph.add(
+        batch(
+            ("a", "root", 1, 0, 0, 45),
+            ("b", "x", 2, 1, 10, 20),
+            ("c", "y", 3, 1, 10, 20),
+            ("d", "z", 4, 1, 35, 10),
+            ("e", "root", 5, 0, 0, 50),
+            ("b", "x", 6, 5, 0, 20),
+        )
+    )
+    graph.add(batch(("c", "y", 7, 5, 10, 20)))  # a sibling in a later batch still joins its parent
+    view = graph_between(graph, WIDE)
+    assert abs(view.nodes["a"]["operations"]["root"]["self_time_mean_s"] - 0.015) < 1e-9  # 45 - (20 + 10)
+    assert abs(view.nodes["e"]["operations"]["root"]["self_time_mean_s"] - 0.020) < 1e-9  # 50 - 30 covered
+
+
 def test_windows_are_keyed_by_event_time_and_select_by_range() -> None:
     graph = ServiceGraph(window_seconds=10)
     graph.add(batch(("a", "op", 1, 0, 0, 5), ("a", "op", 2, 0, 25_000, 5)))

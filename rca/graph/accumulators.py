@@ -106,7 +106,7 @@ class OpSum(IntEnum):
     CALLS = 0
     ERRORS = 1
     DURATION = 2  # seconds, summed
-    CHILD_DURATION = 3  # seconds of direct children, summed
+    CHILD_DURATION = 3  # seconds direct children cover (the union of their intervals; `child_time`)
     WAIT = 4  # seconds inside sibling NCCL collectives (lockstep wait), summed; self time less both
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rca.graph.accumulators import EdgeSum, OpSum, WindowAggregate
+from rca.graph.child_time import covered_credit
 from rca.graph.keys import high, low, measure_key, pair_key, signal_key
 from rca.graph.lockstep import Lockstep
 from rca.graph.logtemplates import TemplateMiner
@@ -75,6 +76,8 @@ class _Pending:
 
     parent: npt.NDArray[np.uint64]
     nodeop: npt.NDArray[np.int64]
+    start_ns: npt.NDArray[np.int64]
+    end_ns: npt.NDArray[np.int64]
     duration_s: npt.NDArray[np.float64]
     error: npt.NDArray[np.bool_]
     window: npt.NDArray[np.int64]
@@ -183,7 +186,8 @@ class ServiceGraph:
             self._marks.insert(batch.span_id[lends], urgent[lends].astype(np.int64), window[lends])
         has_parent = batch.parent_id != 0
         queue_s = np.where(marked, np.nan, queue_s)
-        waiting = _Pending(batch.parent_id, nodeop, duration, batch.error, window, queue_s)
+        times = (batch.start_ns, batch.end_ns)
+        waiting = _Pending(batch.parent_id, nodeop, *times, duration, batch.error, window, queue_s)
         self._pending.append(waiting.select(has_parent))
         self._pending_count += int(has_parent.sum())
         if self._pending_count >= self._resolve_at:
@@ -323,7 +327,8 @@ class ServiceGraph:
         parent, parent_s = self._index.lookup(p.parent, newest)
         found = parent[:, 0] >= 0
         gap = parent_s[found] - p.duration_s[found]
-        self._attribute(parent[found], p.nodeop[found], p.duration_s[found], p.error[found], gap)
+        covered = covered_credit(p.parent[found], p.start_ns[found], p.end_ns[found])
+        self._attribute(parent[found], p.nodeop[found], p.duration_s[found], covered, p.error[found], gap)
         self._count_parents_urgency(p.parent[found], p.nodeop[found], p.window[found], p.queue_s[found])
         waiting = ~found
         stale = p.window < newest - self.pending_windows
@@ -358,15 +363,18 @@ class ServiceGraph:
         parent: npt.NDArray[np.int64],
         child: npt.NDArray[np.int64],
         duration: npt.NDArray[np.float64],
+        covered: npt.NDArray[np.float64],
         error: npt.NDArray[np.bool_],
         gap: npt.NDArray[np.float64],
     ) -> None:
+        """Counts resolved children on their parents: `covered` (the share of the parent's time
+        each adds to its children's union) against the parent's own time, every child on its edge."""
         if child.shape[0] == 0:
             return
         self._resolved += child.shape[0]
         parent_nodeop, parent_peer, window = parent[:, 0], parent[:, 1], parent[:, 2]
         sums = np.zeros((child.shape[0], len(OpSum)))
-        sums[:, OpSum.CHILD_DURATION] = duration
+        sums[:, OpSum.CHILD_DURATION] = covered
         for aggregate, index in by_window(self.windows, window):
             aggregate.ops.add(parent_nodeop, sums, None, index)
         # Every child counts on its parent operation's edge, local ones too: together they are the
