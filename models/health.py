@@ -25,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from models.structure import Relation
-from rca.evidence.nodes import MAX_SCORE, N_FAULTS, F
+from rca.evidence.nodes import N_FAULTS, F
+from rca.evidence.rows import MAX_SCORE
 from rca.telemetry.faults import Fault
 
 N_RELATIONS = len(Relation)

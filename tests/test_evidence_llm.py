@@ -46,6 +46,7 @@ class Change:
 
     straggler: float = 1.0  # factor on rank STRAGGLER's compute
     late_collective: bool = False  # rank LATE's AllReduce runs after its forward, not inside it
+    nccl_on_gpu: bool = False  # the NCCL spans name their rank's GPU (`gpu.id`) too
     scaled: tuple[tuple[str, float], ...] = ()  # span attributes and the factor each is scaled by
     urgent_queue: float = 1.0  # factor on urgent requests' queue wait
     priority_on: str = "engine"  # the span that carries the x-priority header: engine, caller (its parent), none
@@ -170,6 +171,12 @@ def serving(change: Change, seed: int = 0) -> SpanBatch:
     engine = w.spans(
         "vllm-engine", "llm_request", gateway, engine_start, engine_end, attributes=engine_attributes, resource=resource
     )
+    arrive = forward_start[:, None] + _ns(compute)  # each rank waits in the collective for the slowest
+    if change.late_collective:  # rank LATE's runs after its forward instead of inside it
+        arrive[:, LATE] = np.where(after, forward_end, arrive[:, LATE])
+    transfer = (forward_end - forward_start)[:, None] - _ns(compute)  # what the late rank still moves
+    collective_end = np.max(arrive + np.where(np.arange(RANKS) == LATE, transfer, 0), axis=1)  # per request
+    collective_end = np.maximum(collective_end, forward_end)  # the others wait for it
     for k in range(RANKS):
         gpu = {
             "gpu.dram.bytes": scaled("gpu.dram.bytes", tokens_out * 4e9 * rng.lognormal(0.0, 0.1, n)),
@@ -193,19 +200,16 @@ def serving(change: Change, seed: int = 0) -> SpanBatch:
             resource=resource,
             kind=KIND_INTERNAL,
         )
-        arrive = forward_start + _ns(compute[:, k])  # it waits in the collective for the slowest rank
-        if change.late_collective and k == LATE:
-            arrive = np.where(after, forward_end, arrive)  # it runs after its forward instead of inside it
+        on_gpu: dict[str, AttrValue] = {"gpu.id": str(k)} if change.nccl_on_gpu else {}
         nccl: list[dict[str, AttrValue]] = [
-            {"nccl.bytes": b, "nccl.rank": k} for b in scaled("nccl.bytes", np.full(n, 16.0 * 2**20))
+            {"nccl.bytes": b, "nccl.rank": k} | on_gpu for b in scaled("nccl.bytes", np.full(n, 16.0 * 2**20))
         ]
-        wait = forward_end - forward_start - _ns(compute[:, k])
         w.spans(
             worker,
             "nccl:AllReduce",
             engine,
-            arrive,
-            arrive + wait,
+            arrive[:, k],
+            collective_end,
             attributes=nccl,
             resource=resource,
             kind=KIND_INTERNAL,
@@ -261,12 +265,18 @@ def test_a_straggler_shows_compute_up_and_wait_flat_its_peers_the_reverse() -> N
     assert (evidence.communicator[others] == -1).all()  # GPUs reach theirs through their owner
 
 
-def test_a_collective_that_stops_overlapping_its_compute_is_scored() -> None:
-    late = evidence_of(serving(Change(late_collective=True)))
+@pytest.mark.parametrize("nccl_on_gpu", [False, True])
+def test_a_collective_that_stops_overlapping_its_compute_outscores_the_peers_that_wait_for_it(
+    nccl_on_gpu: bool,
+) -> None:
+    late = evidence_of(serving(Change(late_collective=True, nccl_on_gpu=nccl_on_gpu)))
     assert score(late, f"vllm-worker-{LATE}", Fault.NCCL_COMMUNICATION) > 10
     assert label(late, f"vllm-worker-{LATE}", Fault.NCCL_COMMUNICATION) == "nccl_overlap"
     i = late.index(f"vllm-worker-{LATE}")
     assert late.baseline[i, F[Fault.NCCL_COMMUNICATION]] > 0.99 and late.observed[i, F[Fault.NCCL_COMMUNICATION]] < 0.05
+    # the peers' collectives now outlast their forwards too: they lost part of their overlap, it all of its
+    peers = [score(late, f"vllm-worker-{k}", Fault.NCCL_COMMUNICATION) for k in range(RANKS) if k != LATE]
+    assert max(peers) < 0.4 * score(late, f"vllm-worker-{LATE}", Fault.NCCL_COMMUNICATION)
 
 
 SIGNALS = [  # attribute, factor, node, class, label

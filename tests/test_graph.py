@@ -160,6 +160,22 @@ def test_a_collective_meets_its_compute_sibling_across_batches_and_counts_once()
             assert abs(sums[OpSum.WAIT] - 0.05) < 1e-9 and abs(sums[OpSum.DURATION] - 0.1) < 1e-9
 
 
+def test_nccl_calls_that_name_their_gpu_are_no_compute_spans() -> None:
+    # the collective starts as the forward ends (it no longer overlaps it); it and a send name the GPU
+    graph = ServiceGraph()
+    graph.add(
+        _gpu_batch(
+            ("engine", "llm_request", 1, 0, 0, 300, {}),
+            ("w0", "model_forward", 2, 1, 10, 100, {"gpu.id": "0"}),
+            ("w0", "nccl:AllReduce", 3, 1, 110, 40, {"gpu.id": "0"}),
+            ("w0", "nccl:Send", 4, 1, 120, 1, {"gpu.id": "0"}),
+        )
+    )
+    overlap = _signal_sums(graph, "w0", Signal.NCCL_OVERLAP)
+    assert overlap[SignalSum.COUNT] == 1.0 and overlap[SignalSum.SUM] == 0.0
+    assert _op_sums(graph, "gpu:h/0", "nccl:AllReduce")[OpSum.WAIT] == 0.0
+
+
 def test_collectives_of_other_parents_or_ranks_are_no_siblings() -> None:
     graph = ServiceGraph()
     graph.add(
@@ -212,3 +228,31 @@ def test_a_span_on_a_gpu_counts_the_gpus_signals_there_and_the_rest_on_its_servi
     assert _signal_sums(graph, "gpu:h/0", Signal.GPU_DRAM_BYTES)[SignalSum.SUM] == 5e9
     keys = graph.aggregate(WIDE.start_ns, WIDE.end_ns).signals.view()[0]
     assert sorted(graph.names.nodes[k >> 8] for k in keys.tolist()) == ["engine", "gpu:h/0"]
+
+
+def _request_spans(trace: int, *spans: tuple[str, int, int, Mapping[str, AttrValue]]) -> SpanBatch:
+    """One request's spans (service, span id, parent id or 0, attributes), each in trace `trace`."""
+    builder = SpanBatchBuilder()
+    for service, span_id, parent, attributes in spans:
+        parent_id = sid(parent) if parent else b""
+        builder.add(tid(trace), sid(span_id), parent_id, service, "op", 2, T0, T0 + 10**9, False, attributes, {})
+    return builder.build().batch
+
+
+def test_a_priority_mark_anywhere_on_the_trace_tells_the_engines_queue_time_in_any_arrival_order() -> None:
+    # the gateway captures the x-priority header, a router passes the request on, vLLM's span
+    # carries the queue time alone; the engine's spans come first, the gateway's last
+    graph = ServiceGraph()
+    queued = [("engine", 13, 12, {"gen_ai.latency.time_in_queue": q}) for q in (0.3, 0.1, 0.5)]
+    graph.add(_request_spans(1, queued[0]))
+    graph.add(_request_spans(2, queued[1]))
+    graph.add(_request_spans(3, queued[2]))  # no span of this request marks it
+    graph.add(_request_spans(1, ("router", 12, 11, {})))
+    graph.add(_request_spans(2, ("router", 12, 11, {})))
+    graph.add(_request_spans(1, ("gateway", 11, 0, {"http.request.header.x-priority": ["high"]})))
+    graph.add(_request_spans(2, ("gateway", 11, 0, {"gen_ai.request.priority": 3})))
+    urgent = _signal_sums(graph, "engine", Signal.QUEUE_TIME_URGENT)
+    ordinary = _signal_sums(graph, "engine", Signal.QUEUE_TIME_ORDINARY)
+    assert (urgent[SignalSum.COUNT], ordinary[SignalSum.COUNT]) == (1.0, 1.0)
+    assert (urgent[SignalSum.SUM], ordinary[SignalSum.SUM]) == (0.3, 0.1)
+    assert _signal_sums(graph, "engine", Signal.QUEUE_TIME)[SignalSum.COUNT] == 3.0

@@ -20,7 +20,8 @@ from models.health import HealthParams
 from models.learning import Labelled, case_batch, learn
 from models.posterior import log_posterior, observed
 from models.structure import CausalStructure, Relation
-from rca.evidence.nodes import MAX_SCORE, N_FAULTS
+from rca.evidence.nodes import N_FAULTS
+from rca.evidence.rows import MAX_SCORE
 
 KINDS = len(Relation)
 

@@ -24,7 +24,17 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from rca.evidence.changepoint import Shift
-from rca.evidence.rows import Array, Index, Labels, Rows, find_sorted, merge_rows, per_window_mean, sum_rows
+from rca.evidence.rows import (
+    MAX_SCORE,
+    Array,
+    Index,
+    Labels,
+    Rows,
+    find_sorted,
+    merge_rows,
+    per_window_mean,
+    sum_rows,
+)
 from rca.graph.accumulators import OpSum, SignalSum
 from rca.graph.keys import high, low, pair_key, signal_node, signal_of
 from rca.graph.names import Names, NodeKind
@@ -57,6 +67,7 @@ class LlmExtractor(Protocol):
     names: Names
     series: WindowSeries
     node_of: Index  # node of each node-operation id
+    op_of: Index  # operation of each node-operation id
 
     def rows(self, parts: list[Part], direction: int, floor: Array | float, log_values: bool = False) -> Rows: ...
 
@@ -78,6 +89,14 @@ def _share(level: Array, healthy: float, faulty: float) -> Array:
 def gate(rows: Rows, healthy: float, faulty: float) -> None:
     """Scales scores by `_share` of the observed level."""
     rows.score = np.maximum(rows.score, 0.0) * _share(rows.shift.observed, healthy, faulty)
+
+
+def _as_far_as_lost(rows: Rows) -> None:
+    """Scales (capped) scores by the share of its baseline level a row lost. A rank whose
+    collective no longer overlaps its compute (interface: NCCL) loses all its overlap; its peers,
+    whose collectives now wait for it past their own compute, keep part of theirs."""
+    lost = 1.0 - rows.shift.observed / np.maximum(rows.shift.baseline, 1e-9)
+    rows.score = np.minimum(np.maximum(rows.score, 0.0), MAX_SCORE) * np.clip(lost, 0.0, 1.0)
 
 
 def _towards(rows: Rows, direction: int) -> Rows:
@@ -204,11 +223,12 @@ def _served_tokens(x: LlmExtractor, nodes: Index) -> Array:
 
 
 def _gpu_compute(x: LlmExtractor) -> tuple[Index, Array, Array]:
-    """GPU nodes, their compute seconds per window (self time less lockstep wait) and calls."""
+    """GPU nodes, their compute seconds per window (self time less lockstep wait) and calls;
+    `nccl:` spans that name the GPU are its communication, not its compute."""
     ops = x.series.ops
     node = x.node_of[ops.keys]
     resource = x.names.of_kind(NodeKind.RESOURCE)
-    rows = np.flatnonzero(resource[node])
+    rows = np.flatnonzero(resource[node] & ~np.isin(x.op_of[ops.keys], x.names.nccl_ops))
     nodes, group = np.unique(node[rows], return_inverse=True)
     s = ops.sums[rows]
     busy = s[:, :, OpSum.DURATION] - s[:, :, OpSum.CHILD_DURATION] - s[:, :, OpSum.WAIT]
@@ -286,6 +306,7 @@ def llm_rows(x: LlmExtractor) -> LlmRows:
     gate(remote, 0.1, 0.15)
     collective = _signal_rows(x, Signal.NCCL_LATENCY, 1)  # the rank's wait in collectives
     overlap = _signal_rows(x, Signal.NCCL_OVERLAP, -1)
+    _as_far_as_lost(overlap)
     dram = _gpu_signal_per_token(x, Signal.GPU_DRAM_BYTES, "dram_bytes_per_output_token")
     return LlmRows(
         [*_engine_parts(table), *_gpu_time(x)],

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from rca.evidence.llm import communicators, engine_gpus, llm_rows, request_timers
 from rca.evidence.logs import log_rows
 from rca.evidence.metrics import metric_rows
-from rca.evidence.rows import Rows, find_sorted, merge_rows
+from rca.evidence.rows import MAX_SCORE, Rows, find_sorted, merge_rows
 from rca.evidence.spanrows import MIN_BASELINE_WINDOWS, SpanExtractor
 from rca.graph.accumulators import EdgeSum
 from rca.graph.keys import high, low, pair_key
@@ -32,7 +32,6 @@ from rca.telemetry.metrics import GPU_PREFIX, HOST_PREFIX
 FAULTS: tuple[Fault, ...] = tuple(Fault)
 N_FAULTS = len(FAULTS)
 F = {fault: i for i, fault in enumerate(FAULTS)}
-MAX_SCORE = 60.0
 NETWORK_SUFFIX = " (network)"
 NETWORK_MIN_SCORE = 2.0  # network nodes shifted less (two standard errors) are left out
 Array = npt.NDArray[np.float64]

@@ -16,6 +16,7 @@ from rca.evidence.changepoint import Shift
 
 Array = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]
+MAX_SCORE = 60.0  # a row's score beyond this tells no more
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,8 @@ Log records count per node and template at once, and per node-operation once the
 name is known: they wait for it as children wait for parents. GPU compute spans and the NCCL
 collectives beside them (same parent, same rank) wait for each other too (`rca.graph.lockstep`): the
 collectives' overlap share counts as a signal, the compute spans' lockstep wait in `OpSum.WAIT`.
-A queue time whose span marks no urgency (vLLM's) counts as urgent or ordinary once its parent,
-the caller's span, is found marking the request so (`SpanMarks`).
+A queue time whose span marks no urgency (vLLM's) counts as urgent or ordinary once a span of its
+trace is found marking the request so (`rca.graph.urgency`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from rca.graph.lockstep import Lockstep
 from rca.graph.logtemplates import TemplateMiner
 from rca.graph.metric_measures import MetricMeasures, per_reading
 from rca.graph.names import NO_OP, Names, NodeKind, map_strings, metric_nodes, span_nodes
-from rca.graph.spanindex import SpanIndex, SpanMarks
+from rca.graph.spanindex import SpanIndex
+from rca.graph.urgency import RequestUrgency
 from rca.graph.windows import Windows, by_window, count_edges, count_logs, count_ops, count_values, evict, present
 from rca.telemetry.conventions import GPU_SIGNALS
 from rca.telemetry.logs import LogBatch
@@ -81,7 +82,6 @@ class _Pending:
     duration_s: npt.NDArray[np.float64]
     error: npt.NDArray[np.bool_]
     window: npt.NDArray[np.int64]
-    queue_s: npt.NDArray[np.float64]  # a queue time with no urgency of its own (NaN elsewhere): the parent's counts
 
     @staticmethod
     def joined(parts: list[_Pending]) -> _Pending:
@@ -111,7 +111,7 @@ class ServiceGraph:
         self.windows: Windows = {}
         self.newest_ns = 0
         self._index = SpanIndex(capacity=index_capacity)
-        self._marks = SpanMarks(capacity=max(1, index_capacity // _MARKS_SHARE))
+        self._urgency = RequestUrgency(capacity=max(1, index_capacity // _MARKS_SHARE), pending_windows=pending_windows)
         self._pending: list[_Pending] = []
         self._pending_count = 0
         self._resolve_at = _RESOLVE_MIN
@@ -159,6 +159,8 @@ class ServiceGraph:
         self._count_spans(window, nodeop, peer_nodeop, duration, batch.error)
         has_resource = resources >= 0
         collective = ~np.isnan(batch.signals[:, Signal.NCCL_LATENCY])
+        # compute: a span on a GPU that is no NCCL call (collectives and sends may name the GPU too)
+        compute = has_resource & ~collective & np.isnan(batch.signals[:, Signal.NCCL_P2P_LATENCY])
         gpu_nodeop = np.full(len(batch), -1, np.int64)
         if has_resource.any():
             sel = has_resource
@@ -168,7 +170,7 @@ class ServiceGraph:
         if has_resource.any() or collective.any():  # lockstep: GPU compute and NCCL collectives
             self._lockstep.add(
                 collective,
-                has_resource,
+                compute,
                 parent=batch.parent_id,
                 node=nodes,
                 nodeop=nodeop,
@@ -180,14 +182,9 @@ class ServiceGraph:
         self._count_signals(window, nodes, resources, batch.signals)
         self._index.insert(batch.span_id, nodeop, peer_nodeop, window, duration)
         urgent, queue_s = batch.signals[:, Signal.URGENT], batch.signals[:, Signal.QUEUE_TIME]
-        marked = ~np.isnan(urgent)
-        lends = marked & np.isnan(queue_s)  # a mark with no queue time of its own is for the children
-        if lends.any():
-            self._marks.insert(batch.span_id[lends], urgent[lends].astype(np.int64), window[lends])
+        self._urgency.add(batch.trace_id, urgent, queue_s, nodeop, window)
         has_parent = batch.parent_id != 0
-        queue_s = np.where(marked, np.nan, queue_s)
-        times = (batch.start_ns, batch.end_ns)
-        waiting = _Pending(batch.parent_id, nodeop, *times, duration, batch.error, window, queue_s)
+        waiting = _Pending(batch.parent_id, nodeop, batch.start_ns, batch.end_ns, duration, batch.error, window)
         self._pending.append(waiting.select(has_parent))
         self._pending_count += int(has_parent.sum())
         if self._pending_count >= self._resolve_at:
@@ -318,6 +315,7 @@ class ServiceGraph:
         spans, and lockstep collectives with their compute siblings; drops those waited too long."""
         self._join_logs()
         self._count_lockstep()
+        self._count_urgency()
         if not self._pending:
             return
         p = _Pending.joined(self._pending)
@@ -329,7 +327,6 @@ class ServiceGraph:
         gap = parent_s[found] - p.duration_s[found]
         covered = covered_credit(p.parent[found], p.start_ns[found], p.end_ns[found])
         self._attribute(parent[found], p.nodeop[found], p.duration_s[found], covered, p.error[found], gap)
-        self._count_parents_urgency(p.parent[found], p.nodeop[found], p.window[found], p.queue_s[found])
         waiting = ~found
         stale = p.window < newest - self.pending_windows
         self._orphaned += int((waiting & stale).sum())
@@ -338,25 +335,15 @@ class ServiceGraph:
             self._pending_count = int(keep.sum())
             self._pending.append(p.select(keep))
 
-    def _count_parents_urgency(
-        self,
-        parent: npt.NDArray[np.uint64],
-        nodeop: npt.NDArray[np.int64],
-        window: npt.NDArray[np.int64],
-        queue_s: npt.NDArray[np.float64],
-    ) -> None:
-        """Queue times with no urgency of their own (vLLM records none) count as urgent or
-        ordinary where their parent, the caller's span, marks the request so."""
-        waited = np.flatnonzero(~np.isnan(queue_s))
-        if waited.shape[0] == 0:
-            return
+    def _count_urgency(self) -> None:
+        """Queue times with no urgency of their own (vLLM records none) count as urgent or ordinary
+        once a span of their trace marks the request so, in retained windows."""
         newest = self.newest_ns // self.window_ns
-        mark = self._marks.lookup(parent[waited], newest)
-        known = (mark >= 0) & (window[waited] > newest - self.retention_windows)
-        kept, mark = waited[known], mark[known]
-        column = np.where(mark > 0, Signal.QUEUE_TIME_URGENT, Signal.QUEUE_TIME_ORDINARY)
-        key = signal_key(self.names.nodeop_node[nodeop[kept]], column)
-        count_values(self.windows, window[kept], key, queue_s[kept])
+        q = self._urgency.resolve(newest)
+        kept = q.window > newest - self.retention_windows
+        column = np.where(q.urgent[kept], Signal.QUEUE_TIME_URGENT, Signal.QUEUE_TIME_ORDINARY)
+        key = signal_key(self.names.nodeop_node[q.nodeop[kept]], column)
+        count_values(self.windows, q.window[kept], key, q.queue_s[kept])
 
     def _attribute(
         self,

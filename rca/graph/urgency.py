@@ -1,0 +1,93 @@
+"""Which requests are urgent: a priority mark on any span of a request's trace tells whether the
+engine's queue time is an urgent request's or an ordinary one's.
+
+vLLM records no request priority. The request's `x-priority` header shows where a service
+captures headers (the API gateway, a router) and `gen_ai.request.priority` where a caller sets
+it, at any depth above the engine: a trace is one request, so its mark is the trace's. Queue
+times wait for their trace's mark (a gateway's span ends, and is exported, after the engine's)
+for `pending_windows`; those whose trace never shows one count as neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import numpy.typing as npt
+
+from rca.graph.spanindex import SpanMarks
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def trace_keys(trace_id: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """One nonzero 64-bit key per (high, low) trace id, for the marks' index."""
+    with np.errstate(over="ignore"):
+        key = trace_id[:, 1] ^ (trace_id[:, 0] * _GOLDEN)
+    return np.where(key == 0, np.uint64(1), key)
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """Queue times waiting for their trace's mark."""
+
+    trace: npt.NDArray[np.uint64]
+    nodeop: npt.NDArray[np.int64]
+    window: npt.NDArray[np.int64]
+    queue_s: npt.NDArray[np.float64]
+
+    def select(self, rows: npt.NDArray[np.bool_]) -> _Waiting:
+        return _Waiting(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+
+@dataclass(frozen=True, slots=True)
+class MarkedQueueTimes:
+    """Queue times whose trace's mark is known: each one's node-operation, window and urgency."""
+
+    nodeop: npt.NDArray[np.int64]
+    window: npt.NDArray[np.int64]
+    urgent: npt.NDArray[np.bool_]
+    queue_s: npt.NDArray[np.float64]
+
+
+class RequestUrgency:
+    """Trace marks and the queue times waiting for them."""
+
+    def __init__(self, *, capacity: int, pending_windows: int) -> None:
+        self.pending_windows = pending_windows
+        self._marks = SpanMarks(capacity=capacity)
+        self._waiting: list[_Waiting] = []
+
+    def add(
+        self,
+        trace_id: npt.NDArray[np.uint64],
+        urgent: npt.NDArray[np.float64],
+        queue_s: npt.NDArray[np.float64],
+        nodeop: npt.NDArray[np.int64],
+        window: npt.NDArray[np.int64],
+    ) -> None:
+        """Spans' marks (`urgent`: 1, 0 or NaN) and queue times; a span with both counts its own
+        queue time (`rca.telemetry.conventions`) and lends its mark to none."""
+        marked = ~np.isnan(urgent)
+        lends = marked & np.isnan(queue_s)
+        waits = ~marked & ~np.isnan(queue_s)
+        if not (lends.any() or waits.any()):
+            return
+        trace = trace_keys(trace_id)
+        if lends.any():
+            self._marks.insert(trace[lends], urgent[lends].astype(np.int64), window[lends])
+        if waits.any():
+            self._waiting.append(_Waiting(trace[waits], nodeop[waits], window[waits], queue_s[waits]))
+
+    def resolve(self, newest_window: int) -> MarkedQueueTimes:
+        """The waiting queue times whose trace's mark is known by now; the others wait on until
+        `pending_windows` have passed."""
+        if not self._waiting:
+            empty = np.zeros(0, np.int64)
+            return MarkedQueueTimes(empty, empty, np.zeros(0, np.bool_), np.zeros(0))
+        w = _Waiting(*(np.concatenate([getattr(p, f.name) for p in self._waiting]) for f in fields(_Waiting)))
+        mark = self._marks.lookup(w.trace, newest_window)
+        found = mark >= 0
+        keep = ~found & (w.window >= newest_window - self.pending_windows)
+        self._waiting = [w.select(keep)] if keep.any() else []
+        return MarkedQueueTimes(w.nodeop[found], w.window[found], mark[found] > 0, w.queue_s[found])
