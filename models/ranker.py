@@ -168,11 +168,11 @@ def _several_roots(
 
 def _evidence(evidence: NodeEvidence, rows: list[int], classes: npt.NDArray[np.int64]) -> list[tuple[Evidence, ...]]:
     """The measured signals of each row: the signal of the row's reported class first, then the
-    strongest others (finite values only: JSON has no NaN). Selected as arrays, then made into
-    objects in one pass (every candidate has some)."""
+    strongest others that shifted at all (finite values only: JSON has no NaN). Selected as
+    arrays, then made into objects in one pass (every candidate has its class's)."""
     score, observed, baseline = evidence.score[rows], evidence.observed[rows], evidence.baseline[rows]
-    shown = np.isfinite(score) & np.isfinite(observed) & np.isfinite(baseline)
     own = np.arange(score.shape[1])[None, :] == np.asarray(classes)[:, None]
+    shown = np.isfinite(score) & np.isfinite(observed) & np.isfinite(baseline) & (own | (score > 0))
     key = np.where(shown, np.where(own, -np.inf, -score), np.inf)
     order = np.argsort(key, axis=1, kind="stable")[:, :EVIDENCE_PER_CAUSE]
     at, column = np.nonzero(np.take_along_axis(shown, order, axis=1))

@@ -52,6 +52,8 @@ def test_analyze_with_alerts_names_the_faulty_gpu(case_dir: Path) -> None:
     assert top["path"][0] == truth["node"] and top["path"][-1] in report["alerting"]
     assert sum(c["probability"] for c in report["causes"]) == pytest.approx(1.0)
     assert [c["rank"] for c in report["causes"]] == list(range(1, len(report["causes"]) + 1))
+    for cause in report["causes"]:  # the cause's own class's reading first, then only shifted others
+        assert cause["evidence"] and all(e["score"] > 0 for e in cause["evidence"][1:])
 
 
 def test_analyze_without_alerts_ranks_from_the_trace_roots(case_dir: Path) -> None:
