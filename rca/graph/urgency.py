@@ -15,15 +15,14 @@ from dataclasses import dataclass, fields
 import numpy as np
 import numpy.typing as npt
 
+from rca.graph.intindex import GOLDEN
 from rca.graph.spanindex import SpanMarks
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
-
-def trace_keys(trace_id: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+def _trace_keys(trace_id: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """One nonzero 64-bit key per (high, low) trace id, for the marks' index."""
     with np.errstate(over="ignore"):
-        key = trace_id[:, 1] ^ (trace_id[:, 0] * _GOLDEN)
+        key = trace_id[:, 1] ^ (trace_id[:, 0] * GOLDEN)
     return np.where(key == 0, np.uint64(1), key)
 
 
@@ -73,7 +72,7 @@ class RequestUrgency:
         waits = ~marked & ~np.isnan(queue_s)
         if not (lends.any() or waits.any()):
             return
-        trace = trace_keys(trace_id)
+        trace = _trace_keys(trace_id)
         if lends.any():
             self._marks.insert(trace[lends], urgent[lends].astype(np.int64), window[lends])
         if waits.any():
