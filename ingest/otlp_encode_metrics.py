@@ -34,7 +34,7 @@ _TEMPORALITY = {
 }
 _HISTOGRAMS = (MetricKind.HISTOGRAM_CUMULATIVE, MetricKind.HISTOGRAM_DELTA)
 
-Where = tuple[int, int, int]  # node, owner, placement
+Where = tuple[int, int, int, int]  # node, owner, pod, placement
 
 
 def _key_values(attributes: dict[str, str]) -> list[KeyValue]:
@@ -48,13 +48,13 @@ def _key_values(attributes: dict[str, str]) -> list[KeyValue]:
 
 def _attributes(batch: MetricBatch, where: Where) -> tuple[dict[str, str], dict[str, str]]:
     """(resource, point) attributes that place a point on `where`'s node."""
-    node, owner, placement = where
+    node, owner, pod, placement = where
     name = batch.strings[node]
     if placement == PLACED_GPU:
         host, _, index = name.removeprefix(GPU_PREFIX).rpartition("/")
         point = {"gpu": index, "Hostname": host}
-        if owner >= 0:
-            point["exported_pod"] = batch.strings[owner]
+        if pod >= 0 or owner >= 0:
+            point["exported_pod"] = batch.strings[pod if pod >= 0 else owner]
         return {"service.name": DCGM_EXPORTER}, point
     if placement == PLACED_HOST:
         return {"service.name": NODE_EXPORTER}, {"instance": name.removeprefix(HOST_PREFIX)}
@@ -84,6 +84,7 @@ def _message(batch: MetricBatch, lo: int, hi: int) -> bytes:
         for c in (
             batch.node,
             batch.owner,
+            batch.pod,
             batch.placement,
             batch.name,
             batch.kind,
@@ -98,10 +99,10 @@ def _message(batch: MetricBatch, lo: int, hi: int) -> bytes:
         batch.bucket_bounds[lo:hi],
         batch.bucket_counts[lo:hi],
     ]
-    for node, owner, placement, name, kind, time, start, series, value, count, bounds, buckets in zip(
+    for node, owner, pod, placement, name, kind, time, start, series, value, count, bounds, buckets in zip(
         *columns, strict=True
     ):
-        where = (node, owner, placement)
+        where = (node, owner, pod, placement)
         if where not in scopes:
             resource, point = _attributes(batch, where)
             resource_metrics = request.resource_metrics.add()

@@ -143,9 +143,7 @@ class _Points:
     def numbers(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any, index: int) -> None:
         """The gauge or sum points of metric `index`: from the scan where there is one."""
         read = self._read if self.scanned is None else self.scanned.columns
-        sets, times, starts, values, stale, no_value = read(index, points)
-        if stale:
-            self.rows.reject(rules.STALE, stale)
+        sets, times, starts, values, _, no_value = read(index, points)  # staleness markers hold nothing
         if no_value:
             self.rows.reject(rules.NO_VALUE, no_value)
         if times:
@@ -166,8 +164,8 @@ class _Points:
     def histograms(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any, exponential: bool) -> None:
         for p in points:
             if p.flags & rules.NO_RECORDED_VALUE:
-                self.rows.reject(rules.STALE)
-            elif not p.HasField("sum"):
+                continue  # a staleness marker: accepted, nothing to keep
+            if not p.HasField("sum"):
                 self.rows.reject(rules.NO_SUM)
             elif exponential and not rules.MIN_SCALE <= p.scale <= rules.MAX_SCALE:
                 self.rows.reject(rules.BAD_SCALE)
@@ -188,9 +186,7 @@ class _Points:
 
     def summaries(self, name: str, kind: MetricKind, resource: dict[str, str], points: Any) -> None:
         for p in points:
-            if p.flags & rules.NO_RECORDED_VALUE:
-                self.rows.reject(rules.STALE)
-            else:
+            if not p.flags & rules.NO_RECORDED_VALUE:  # a staleness marker holds nothing to keep
                 head = (name, kind, resource, self.attributes(p.attributes), p.time_unix_nano, p.start_time_unix_nano)
                 quantiles = [(q.quantile, q.value) for q in p.quantile_values]
                 rules.add_summary(self.rows, head, (p.sum, float(p.count)), quantiles)

@@ -22,7 +22,6 @@ from ingest.otlp_metrics_rules import (
     NO_RECORDED_VALUE,
     NO_SUM,
     NO_VALUE,
-    STALE,
     Head,
     add_histogram,
     add_summary,
@@ -204,9 +203,9 @@ _READERS = {
 def _point(
     rows: MetricRows, name: str, data: str, kind: MetricKind, resource: dict[str, str], p: dict[str, Any]
 ) -> None:
-    """One point into `rows`; `_Rejected` when it cannot be read."""
+    """One point into `rows` (none for a staleness marker); `_Rejected` when it cannot be read."""
     if _uint(p.get("flags"), "flags", 1 << 32) & NO_RECORDED_VALUE:
-        raise _Rejected(STALE)
+        return
     attributes = _attributes(p.get("attributes"))
     time = _uint(get_field(p, "timeUnixNano", "time_unix_nano"), "timeUnixNano")
     start = _uint(get_field(p, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano")

@@ -13,11 +13,13 @@ times and values. How the OTLP data kinds read:
 - summary: a `HISTOGRAM_CUMULATIVE` point of its sum and count (no buckets), and a `GAUGE` point
   `{name}:p95` where it has the 0.95 quantile; its other quantiles are not read.
 
-Refused with a reason: staleness markers (flag NO_RECORDED_VALUE), sums and histograms of
-unspecified temporality, histograms without a sum, number points without a value, points of a
-metric without a name. Attribute values become text as log bodies do (`body_text`): strings as
-they are, ints in decimal, doubles as Python's shortest round-trip text (`1.5`, `2.0`), booleans
-`true`/`false`, bytes as hex, arrays and maps as compact JSON with sorted keys.
+Staleness markers (flag NO_RECORDED_VALUE: a series ended, as a Collector's prometheus receiver
+says after a target went away) are accepted and hold no value: nothing of theirs is kept, and
+they are not refused. Refused with a reason: sums and histograms of unspecified temporality,
+histograms without a sum, number points without a value, points of a metric without a name.
+Attribute values become text as log bodies do (`body_text`): strings as they are, ints in
+decimal, doubles as Python's shortest round-trip text (`1.5`, `2.0`), booleans `true`/`false`,
+bytes as hex, arrays and maps as compact JSON with sorted keys.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ DELTA, CUMULATIVE = 1, 2  # AggregationTemporality
 NO_RECORDED_VALUE = 1  # DataPointFlags: a staleness marker
 MIN_SCALE, MAX_SCALE = -10, 20
 SUMMARY_QUANTILE = 0.95
-STALE = "no recorded value (staleness marker)"
 NO_VALUE = "number point without a value (as_double or as_int)"
 NO_SUM = "histogram point without a sum"
 NO_NAME = "metric without a name"

@@ -150,6 +150,7 @@ class PointSeries:
     role: SampleRole
     node: str
     owner: str | None
+    pod: str | None
     placement: int
     identity: int
 
@@ -162,7 +163,7 @@ def describe_point_series(names: Mapping[str, MappedName]) -> Callable[[dict[str
         p = place(mapped.metric, {}, labels)
         where = PLACED_GPU if p.gpu else PLACED_HOST if p.host else PLACED_SERVICE
         identity = hash((mapped.metric, tuple(sorted(labels.items())))) & _U64
-        return PointSeries(mapped.metric, mapped.role, p.node, p.owner, where, identity)
+        return PointSeries(mapped.metric, mapped.role, p.node, p.owner, p.pod, where, identity)
 
     return describe
 
@@ -172,13 +173,14 @@ def metric_points(book: Book[PointSeries], s: Samples, first_ns: int) -> MetricB
     info = book.info
     strings: dict[str, int] = {}
     used = np.unique(s.slot).tolist()
-    columns = np.full((len(info), 6), -1, np.int64)  # name, node, owner, placement, identity, role
+    columns = np.full((len(info), 7), -1, np.int64)  # name, node, owner, placement, identity, role, pod
     for k in used:
         x = info[k]
         if x is not None:
             owner = -1 if x.owner is None else strings.setdefault(x.owner, len(strings))
+            pod = -1 if x.pod is None else strings.setdefault(x.pod, len(strings))
             name, node = strings.setdefault(x.metric, len(strings)), strings.setdefault(x.node, len(strings))
-            columns[k] = (name, node, owner, x.placement, np.uint64(x.identity).view(np.int64), x.role)
+            columns[k] = (name, node, owner, x.placement, np.uint64(x.identity).view(np.int64), x.role, pod)
     role = columns[s.slot, 5]
     inside = (s.time_ns >= first_ns) & (role >= 0)
     rate = np.divide(s.increase, s.seconds, out=np.full(s.value.shape, np.nan), where=s.has_previous)
@@ -200,6 +202,7 @@ def metric_points(book: Book[PointSeries], s: Samples, first_ns: int) -> MetricB
         name=at[:, 0].astype(np.int32),
         node=at[:, 1].astype(np.int32),
         owner=at[:, 2].astype(np.int32),
+        pod=at[:, 6].astype(np.int32),
         placement=at[:, 3].astype(np.int8),
         kind=np.full(n, MetricKind.GAUGE, np.int8),
         value=value,

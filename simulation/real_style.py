@@ -11,8 +11,8 @@ The truth names the node where the fault lives as this style's telemetry names i
   series' `exported_pod`). vLLM reports KV-cache usage per engine, not per GPU, yet the fault
   stays on its rank's GPU; a slow NCCL link is its rank's (that GPU's NVLink counters).
 - NUMA placement: the host `host:{host}`, whose node_exporter NUMA counters show it; the rank's
-  process has no node of its own in this telemetry (no worker spans, one engine pod), and a host
-  node has no owning service, so it is its own service.
+  process has no node of its own in this telemetry (no worker spans, one engine pod). Its
+  service is the engine, whose GPUs the host holds and whose process is misplaced.
 - scheduler priority inversion: the engine, as in the conventions style, though vLLM records no
   request priority: it shows in the engine's queue times, told urgent from ordinary only where
   the engine's callers capture the request's `x-priority` header on their spans.
@@ -62,8 +62,7 @@ def real_root(ct: CompiledTopology, plan: FaultPlan) -> tuple[str, str]:
     cluster = ct.topology.engines[plan.replica]
     if plan.fault in _GPU_FAULTS:
         return cluster.gpu_node(plan.rank), cluster.engine
-    host = f"{HOST_PREFIX}{cluster.host}"
-    return host, host
+    return f"{HOST_PREFIX}{cluster.host}", cluster.engine
 
 
 def real_telemetry(

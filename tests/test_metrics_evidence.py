@@ -19,6 +19,7 @@ SCRAPE_S = 5
 POINTS = 120  # ten minutes
 ONSET = 90  # the fault starts at the 90th scrape
 POD = "vllm-engine-7d9f8b6c5d-x2x4z"
+OTHER_POD = "vllm-engine-7d9f8b6c5d-k6p2w"  # a second replica of the same engine, on the same host
 
 
 def _gpus(
@@ -30,20 +31,23 @@ def _gpus(
     seed: int = 0,
     dram_metric: str = "DCGM_FI_PROF_DRAM_ACTIVE",
     mem_clock: tuple[float, float] | None = None,
+    replicas: int = 1,
 ) -> ServiceGraph:
     """Four GPUs of one engine scraped from DCGM: DRAM activity `before` the onset, then the
     straggler (GPU 2) at `straggler` and its peers at `peers` (as `dram_metric`: a fraction, or
     NVML's whole percent for DCGM_FI_DEV_MEM_COPY_UTIL); NVLink traffic times `nvlink_drop` after
     the onset on GPU `slow_link`, or on every GPU where it is None; with `mem_clock`, memory clocks
-    of 1593 MHz before the onset and then (the straggler's, its peers') MHz."""
+    of 1593 MHz before the onset and then (the straggler's, its peers') MHz. With two `replicas`,
+    GPUs 4 to 7 are a second pod of the engine, healthy throughout."""
     percent = dram_metric == "DCGM_FI_DEV_MEM_COPY_UTIL"
     rng = np.random.default_rng(seed)
     rows = MetricRows()
     for k in range(1, POINTS + 1):
-        for gpu in range(4):
-            after = k > ONSET
+        for gpu in range(4 * replicas):
+            after = k > ONSET and gpu < 4
             level = (straggler if gpu == 2 else peers) if after else before
-            labels = {"gpu": str(gpu), "Hostname": "node-a", "exported_pod": POD, "pod": "dcgm-exporter-x7k2p"}
+            pod = POD if gpu < 4 else OTHER_POD
+            labels = {"gpu": str(gpu), "Hostname": "node-a", "exported_pod": pod, "pod": "dcgm-exporter-x7k2p"}
             t = T0 + k * SCRAPE_S * S
             dram = level + 0.01 * rng.standard_normal()
             dropped = after and slow_link in (None, gpu)
@@ -134,6 +138,20 @@ def test_one_gpus_nvlink_traffic_falling_points_to_nccl_and_every_gpus_alike_doe
     assert _score(rising, "gpu:node-a/1", Fault.NCCL_COMMUNICATION) == 0.0
 
 
+def test_the_replicas_of_an_engine_are_apart_and_a_straggler_slowing_its_own_links_is_no_nccl_fault() -> None:
+    """Two pods of one engine on one host: a straggler slows every collective of its own pod, whose
+    NVLink traffic falls alike; beside the other pod's GPUs that would read as four slow links."""
+    evidence = _evidence(_gpus(before=0.6, straggler=0.95, peers=0.4, nvlink_drop=0.4, replicas=2))
+    group = [int(evidence.lockstep[evidence.index(f"gpu:node-a/{g}")]) for g in range(8)]
+    assert len(set(group[:4])) == len(set(group[4:])) == 1 and group[0] != group[4] and min(group) >= 0
+    assert {evidence.services[evidence.index(f"gpu:node-a/{g}")] for g in range(8)} == {"vllm-engine"}
+    for gpu in range(4):
+        assert _score(evidence, f"gpu:node-a/{gpu}", Fault.NCCL_COMMUNICATION) < 3.0  # noise
+    assert _score(evidence, "gpu:node-a/2", Fault.GPU_MEMORY_BANDWIDTH) > 10
+    top = BayesianRanker().causes(evidence, ["vllm-engine"])[0]
+    assert (top.node, top.fault) == ("gpu:node-a/2", "gpu_memory_bandwidth")
+
+
 def test_one_gpus_memory_clocked_down_points_to_its_bandwidth_and_every_gpus_alike_does_not() -> None:
     throttled = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, mem_clock=(1100.0, 1593.0)))
     assert _score(throttled, "gpu:node-a/2", Fault.GPU_MEMORY_BANDWIDTH) > 10
@@ -191,6 +209,24 @@ def test_a_falling_local_share_points_to_numa_where_load_moves_both_counters() -
     row = steady.index("host:gpu-node-1")
     assert _score(steady, "host:gpu-node-1", Fault.NUMA_MISMATCH) < 3
     assert all("pages_per_s" not in signal for signal in steady.signal[row])
+
+
+@pytest.mark.parametrize("gpu_owners", [(POD,), (POD, "embedding-batch-5c7d8f9b4-j2n6q")])
+def test_a_host_whose_gpus_one_service_holds_is_that_services(gpu_owners: tuple[str, ...]) -> None:
+    """The misplaced processes a host's NUMA counters show are those of the service whose GPUs it
+    holds: the cause names that service; a host shared by services stays its own."""
+    graph = _numa_host(local_after=0.3)
+    rows = MetricRows()
+    for k in range(1, POINTS + 1):
+        for gpu, pod in enumerate(gpu_owners):
+            labels = {"gpu": str(gpu), "Hostname": "gpu-node-1", "exported_pod": pod}
+            rows.add("DCGM_FI_PROF_DRAM_ACTIVE", MetricKind.GAUGE, {}, labels, T0 + k * SCRAPE_S * S, 0, 0.5)
+    graph.add_metrics(rows.build().batch)
+    evidence = _evidence(graph)
+    service = evidence.services[evidence.index("host:gpu-node-1")]
+    assert service == ("vllm-engine" if len(gpu_owners) == 1 else "host:gpu-node-1")
+    top = BayesianRanker().causes(evidence, ["vllm-engine"])[0]
+    assert (top.node, top.service, top.fault) == ("host:gpu-node-1", service, "numa_mismatch")
 
 
 def test_one_numa_nodes_rise_shows_beside_a_busier_one() -> None:

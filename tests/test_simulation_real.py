@@ -120,7 +120,7 @@ def test_exporter_labels_place_on_the_nodes_the_spans_and_truth_name() -> None:
     for e in ct.topology.engines:
         for k in range(4):
             got = place("DCGM_FI_PROF_DRAM_ACTIVE", d.dcgm(e.host).resource, d.dcgm_labels(e.host, k, e.engine))
-            assert got == Placement(e.gpu_node(k), e.engine, gpu=True)
+            assert got == Placement(e.gpu_node(k), e.engine, gpu=True, pod=d.pods[e.engine][0])
         assert place("vllm:kv_cache_usage_perc", d.vllm(e.engine).resource, d.vllm_labels(e.engine)).node == e.engine
     for workload, pods in d.pods.items():
         for pod in pods:
@@ -227,7 +227,7 @@ def test_kv_cache_pressure_brings_preemptions() -> None:
 def test_numa_misplacement_shows_in_its_hosts_numa_counters() -> None:
     scenario = "llm-numa_mismatch"
     case = simulate(scenario, seed=_seed(scenario, lambda r: r.magnitude > 3), style="real")
-    assert case.truth.node == case.truth.service and case.truth.node.startswith("host:gpu-node-")
+    assert case.truth.node.startswith("host:gpu-node-") and case.truth.service.startswith("vllm-engine")
     for metric in ("node_memory_numa_numa_miss_total", "node_memory_numa_other_node_total"):
         before, during = _before_during(case, metric)[case.truth.node]
         assert during > 1.1 * before, metric

@@ -359,14 +359,18 @@ def request_timers(x: LlmExtractor, present: Index) -> npt.NDArray[np.bool_]:
 
 
 def engine_gpus(names: Names, present: Index) -> Index:
-    """Per node of `present` (graph node ids, ascending), its group of the GPUs one service owns
-    (an engine running one model on them in lockstep, as its metrics name them), numbered from 0;
-    -1 for other nodes and for a service's only GPU (as each rank's GPU in traced workers is: those
-    ranks' collectives say more, `communicators`)."""
+    """Per node of `present` (graph node ids, ascending), its group of the GPUs one engine runs
+    one model on in lockstep, as its metrics name them: the GPUs of one pod of a service (its
+    replicas run apart), or of the service where no pod is named; numbered from 0. -1 for other
+    nodes and for a group's only GPU (as each rank's GPU in traced workers is: those ranks'
+    collectives say more, `communicators`)."""
     out = np.full(present.shape[0], -1, np.int64)
     owners = _gpu_owners(names, present)
     rows = np.flatnonzero(owners >= 0)
-    engines, group, size = np.unique(owners[rows], return_inverse=True, return_counts=True)
+    pods: dict[str, int] = {}
+    pod = [pods.setdefault(names.pods.get(node, ""), len(pods)) for node in present[rows].tolist()]
+    key = owners[rows] * max(len(pods), 1) + np.asarray(pod, np.int64)
+    engines, group, size = np.unique(key, return_inverse=True, return_counts=True)
     if engines.shape[0]:
         shared = size[group] > 1
         out[rows[shared]] = np.unique(group[shared], return_inverse=True)[1]

@@ -146,6 +146,7 @@ def extract_evidence(
     graph_node = np.where(network, present - base, present)  # a network node's callee
     owners = np.asarray([names.owners[int(i)] for i in graph_node.tolist()], np.int64)
     owners[network] = graph_node[network]
+    _hosts_of_one_service(owners, present, pairs, names.nodes)
     owner_row, known = find_sorted(present, owners)
     owner_row = np.where(known, owner_row, np.arange(n))
     lockstep = engine_gpus(graph.names, present)
@@ -203,6 +204,17 @@ def _ownership_pairs(graph: ServiceGraph, measured: Index, pairs: Index) -> Inde
                 owners[host].add(names.owners[gpu])
         out += [(owner, host) for host, found in owners.items() for owner in sorted(found)]
     return np.asarray(out, np.int64).reshape(-1, 2)
+
+
+def _hosts_of_one_service(owners: Index, present: Index, pairs: Index, nodes: list[str]) -> None:
+    """A host whose GPUs one service owns (`_ownership_pairs`) is that service's (in place): the
+    processes its NUMA counters place are that service's, which an SRE would name."""
+    for row in np.flatnonzero(owners == present).tolist():
+        node = int(present[row])
+        if node < len(nodes) and _is_host(nodes[node]):
+            parents = np.unique(pairs[pairs[:, 1] == node, 0])
+            if parents.shape[0] == 1:
+                owners[row] = parents[0]
 
 
 def _is_host(name: str) -> bool:

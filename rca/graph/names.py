@@ -32,6 +32,7 @@ class Names:
         self.nodes: list[str] = []
         self.kinds: list[NodeKind] = []
         self.owners: list[int] = []  # node id of the service that owns each node
+        self.pods: dict[int, str] = {}  # GPU node id → the pod its exporter last named (`Placement.pod`)
         self.op_ids: dict[str, int] = {}
         self.ops: list[str] = []
         self.nccl_ops: list[int] = []  # operations named `nccl:{op}` (docs/interface.md)
@@ -123,4 +124,8 @@ def metric_nodes(names: Names, batch: MetricBatch, rows: npt.NDArray[np.int64]) 
             named = strings[owner] if placement == PLACED_GPU and owner >= 0 else None
             ids[k] = names.node(name, NodeKind.RESOURCE, named)
     result: npt.NDArray[np.int64] = ids[inverse.reshape(-1)]
+    named = (batch.pod[rows] >= 0) & (batch.placement[rows] == PLACED_GPU)
+    if named.any():
+        pairs = np.unique(np.stack([result[named], batch.pod[rows][named]]), axis=1)
+        names.pods.update((node, strings[pod]) for node, pod in pairs.T.tolist())
     return result

@@ -71,7 +71,7 @@ def _resolve(metric: str, resource: Mapping[str, str], attributes: Mapping[str, 
 @dataclass(frozen=True, slots=True)
 class _Group:
     """A metric's series on one resource, in the order a request gave them: their ids and, per
-    series, the node and owner it places on (names) and how (`PLACED_*`)."""
+    series, the node, owner and pod it places on (names) and how (`PLACED_*`)."""
 
     resource: Mapping[str, str]
     attributes: tuple[Mapping[str, str], ...]  # kept alive, so that `ids` are not reused
@@ -79,6 +79,7 @@ class _Group:
     series: list[int]
     nodes: list[str]
     owners: list[str | None]
+    pods: list[str | None]
     placements: list[int]
 
 
@@ -123,6 +124,7 @@ def _group(
         [hash((metric, found[2])) & _U64 for found in resolved],
         [p.node for p in places],
         [p.owner for p in places],
+        [p.pod for p in places],
         [_placement_code(p) for p in places],
     )
     _GROUPS.put((metric, id(resource)), group)
@@ -139,6 +141,7 @@ class MetricRows:
         self._name: list[int] = []
         self._node: list[int] = []
         self._owner: list[int] = []
+        self._pod: list[int] = []
         self._placement: list[int] = []
         self._kind: list[int] = []
         self._value: list[float] = []
@@ -146,7 +149,7 @@ class MetricRows:
         self._bounds: list[tuple[float, ...] | None] = []
         self._buckets: list[tuple[float, ...] | None] = []
         self._strings: dict[str, int] = {}
-        self._places: dict[int, tuple[Placement, int, int, int]] = {}  # by the cached Placement's identity
+        self._places: dict[int, tuple[Placement, int, int, int, int]] = {}  # by the cached Placement's identity
         self._rejected: Counter[str] = Counter()
 
     def _string(self, text: str) -> int:
@@ -154,19 +157,20 @@ class MetricRows:
 
     def _where(
         self, metric: str, resource: Mapping[str, str], attributes: Mapping[str, str]
-    ) -> tuple[int, int, int, int]:
-        """The series hash part, node, owner (string indices, -1: none) and placement of a point."""
+    ) -> tuple[int, int, int, int, int]:
+        """The series hash part, node, owner, pod (string indices, -1: none) and placement of a point."""
         _, _, pair, p = _resolve(metric, resource, attributes, metric.startswith(HOST_WIDE_PREFIX))
         return pair, *self._indices(p)
 
-    def _indices(self, p: Placement) -> tuple[int, int, int]:
-        """The node and owner of a placement as string indices, and its placement code."""
+    def _indices(self, p: Placement) -> tuple[int, int, int, int]:
+        """The node, owner and pod of a placement as string indices, and its placement code."""
         found = self._places.get(id(p))
         if found is None or found[0] is not p:
             where = _placement_code(p)
             owner = -1 if p.owner is None else self._string(p.owner)
-            found = self._places[id(p)] = (p, self._string(p.node), owner, where)
-        return found[1], found[2], found[3]
+            pod = -1 if p.pod is None else self._string(p.pod)
+            found = self._places[id(p)] = (p, self._string(p.node), owner, pod, where)
+        return found[1], found[2], found[3], found[4]
 
     def add(
         self,
@@ -185,7 +189,7 @@ class MetricRows:
         if bounds is not None and bucket_counts is not None and len(bucket_counts) != len(bounds) + 1:
             self._rejected[BUCKETS_MISMATCH] += 1
             return
-        pair, node, owner, placement = self._where(metric, resource, attributes)
+        pair, node, owner, pod, placement = self._where(metric, resource, attributes)
         series = hash((metric, pair)) & _U64
         self._time.append(time_ns)
         self._start.append(start_ns)
@@ -193,6 +197,7 @@ class MetricRows:
         self._name.append(self._string(metric))
         self._node.append(node)
         self._owner.append(owner)
+        self._pod.append(pod)
         self._placement.append(placement)
         self._kind.append(int(kind))
         self._value.append(value)
@@ -220,9 +225,10 @@ class MetricRows:
         group = _GROUPS.by_key.get(key)
         if group is None or group.resource is not resource or group.ids != ids:
             group = _group(metric, resource, attributes, ids)
-        strings, owners, nodes = self._strings, [], []
-        for owner, node in zip(group.owners, group.nodes, strict=True):  # interned as `_indices` does
+        strings, owners, pods, nodes = self._strings, [], [], []
+        for owner, pod, node in zip(group.owners, group.pods, group.nodes, strict=True):  # as `_indices` interns
             owners.append(-1 if owner is None else strings.setdefault(owner, len(strings)))
+            pods.append(-1 if pod is None else strings.setdefault(pod, len(strings)))
             nodes.append(strings.setdefault(node, len(strings)))
         n = len(ids)
         self._time += times
@@ -231,6 +237,7 @@ class MetricRows:
         self._name += [self._string(metric)] * n
         self._node += nodes
         self._owner += owners
+        self._pod += pods
         self._placement += group.placements
         self._kind += [int(kind)] * n
         self._value += values
@@ -261,6 +268,7 @@ class MetricRows:
             name=np.asarray(self._name, np.int32),
             node=np.asarray(self._node, np.int32),
             owner=np.asarray(self._owner, np.int32),
+            pod=np.asarray(self._pod, np.int32),
             placement=np.asarray(self._placement, np.int8),
             kind=np.asarray(self._kind, np.int8),
             value=value,

@@ -49,12 +49,14 @@ class MetricKind(IntEnum):
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where a point belongs: its node, the service owning it (None: itself, or for a GPU
-    unknown, to be found from spans), and whether the node is a GPU or a host."""
+    unknown, to be found from spans), whether the node is a GPU or a host, and for a GPU the pod
+    its exporter names (one engine instance: the replicas of a service run apart)."""
 
     node: str
     owner: str | None = None
     gpu: bool = False
     host: bool = False
+    pod: str | None = None
 
 
 def _first(keys: Sequence[str], *where: Mapping[str, str], skip: Collection[str | None] = ()) -> str:
@@ -88,7 +90,7 @@ def place(metric: str, resource: Mapping[str, str], point: Mapping[str, str]) ->
     if ":" in host and host.rsplit(":", 1)[1].isdigit():  # Prometheus `instance`: host:port
         host = host.rsplit(":", 1)[0]
     if gpu and host:
-        return Placement(f"{GPU_PREFIX}{host}/{gpu}", workload or None, gpu=True)
+        return Placement(f"{GPU_PREFIX}{host}/{gpu}", workload or None, gpu=True, pod=pod or None)
     if metric.startswith(HOST_WIDE_PREFIX) and host:  # whichever pod runs the exporter
         return Placement(f"{HOST_PREFIX}{host}", host=True)
     if workload:
@@ -99,8 +101,9 @@ def place(metric: str, resource: Mapping[str, str], point: Mapping[str, str]) ->
 
 @dataclass(frozen=True, slots=True)
 class MetricBatch:
-    """Columnar data points. `name`, `node` and `owner` index `strings` (`owner` -1: none named);
-    `placement` is 0 for a service, 1 for a GPU, 2 for a host. Histogram rows have `count` and,
+    """Columnar data points. `name`, `node`, `owner` and `pod` index `strings` (`owner` and `pod`
+    -1: none named; `pod` a GPU's, `Placement.pod`); `placement` is 0 for a service, 1 for a GPU,
+    2 for a host. Histogram rows have `count` and,
     where they came with buckets, `bucket_bounds`/`bucket_counts` entries (None elsewhere)."""
 
     time_ns: npt.NDArray[np.int64]
@@ -109,6 +112,7 @@ class MetricBatch:
     name: npt.NDArray[np.int32]
     node: npt.NDArray[np.int32]
     owner: npt.NDArray[np.int32]
+    pod: npt.NDArray[np.int32]
     placement: npt.NDArray[np.int8]
     kind: npt.NDArray[np.int8]
     value: npt.NDArray[np.float64]  # gauge or sum value; a histogram's sum
@@ -129,6 +133,7 @@ class MetricBatch:
             name=np.zeros(0, np.int32),
             node=np.zeros(0, np.int32),
             owner=np.zeros(0, np.int32),
+            pod=np.zeros(0, np.int32),
             placement=np.zeros(0, np.int8),
             kind=np.zeros(0, np.int8),
             value=np.zeros(0),
@@ -148,6 +153,7 @@ class MetricBatch:
             name=self.name[mask],
             node=self.node[mask],
             owner=self.owner[mask],
+            pod=self.pod[mask],
             placement=self.placement[mask],
             kind=self.kind[mask],
             value=self.value[mask],
@@ -178,6 +184,7 @@ def concat_metrics(batches: Sequence[MetricBatch]) -> MetricBatch:
         name=shifted("name"),
         node=shifted("node"),
         owner=shifted("owner"),
+        pod=shifted("pod"),
         placement=np.concatenate([b.placement for b in batches]),
         kind=np.concatenate([b.kind for b in batches]),
         value=np.concatenate([b.value for b in batches]),
