@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.ranker import BayesianRanker
 from rca.evidence.nodes import F, NodeEvidence, extract_evidence
 from rca.graph.logtemplates import TemplateMiner, mask_bodies
 from rca.graph.series import window_series
 from rca.graph.service_graph import ServiceGraph
+from rca.graph.view import Window, graph_between
+from rca.incidents.topology import topology_between
 from rca.telemetry.builder import SpanBatchBuilder
 from rca.telemetry.faults import Fault
 from rca.telemetry.logs import SEVERITY_ERROR, LogBatch, infer_severity, log_service
@@ -146,6 +149,28 @@ def test_records_count_per_node_at_once_and_per_operation_once_their_span_arrive
     assert "logger-only" in graph.names.node_ids  # a service that only logs is a node
     counts = graph.counts()
     assert (counts.log_records, counts.log_templates) == (2, 2)
+
+
+def test_a_service_that_only_logs_is_a_node_an_alert_can_name_and_the_graph_shows() -> None:
+    """An async worker with no spans: its records place an alert on it, it is ranked, and the
+    live graph draws it with its record counts."""
+    graph, _ = _case(None)
+    rows = []
+    for window in range(WINDOWS):
+        for k in range(CALLS):
+            t = T0 + window * WINDOW_NS + k * (WINDOW_NS // CALLS) + 3
+            failing = window >= FAULTY_FROM and k % 2 == 0
+            body = f"consume event {k}: NullPointerException in handler" if failing else f"consumed event {k} in 3 ms"
+            rows.append((t, "audit-worker", 0, SEVERITY_ERROR if failing else 9, body))
+    graph.add_logs(_logs(rows))
+    end = T0 + WINDOWS * WINDOW_NS
+    topology = topology_between(graph, end - 300 * 10**9, end)
+    assert topology.nodes_for("audit-worker") == ("audit-worker",)
+    assert "audit-worker" not in topology.traced  # no spans: never a fallback for unknown names
+    top = BayesianRanker().rank(graph, alert_nodes=["audit-worker"], start_ns=end - 300 * 10**9, end_ns=end).causes[0]
+    assert (top.node, top.fault) == ("audit-worker", "errors") and top.probability > 0.5
+    drawn = graph_between(graph, Window(end - 300 * 10**9, end))
+    assert drawn.nodes["audit-worker"]["log_errors"] > 0 and drawn.nodes["audit-worker"]["log_records"] > 0
 
 
 def test_an_early_return_shows_as_a_vanished_template_of_the_root() -> None:

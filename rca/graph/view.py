@@ -9,7 +9,7 @@ import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
-from rca.graph.accumulators import EdgeSum, OpSum, SignalSum, WindowAggregate
+from rca.graph.accumulators import EdgeSum, LogSum, OpSum, SignalSum, WindowAggregate
 from rca.graph.histogram import N_BUCKETS, quantile
 from rca.graph.keys import high, low, signal_node, signal_of
 from rca.graph.names import Names
@@ -63,6 +63,7 @@ def build_digraph(aggregate: WindowAggregate, names: Names) -> nx.DiGraph:
         )
     _add_edges(graph, aggregate, names)
     _add_signals(graph, aggregate, names)
+    _add_logs(graph, aggregate, names)
     for name in list(graph.nodes):
         index = names.node_ids[name]
         graph.nodes[name]["kind"] = str(names.kinds[index])
@@ -126,6 +127,18 @@ def _add_signals(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) ->
             "std": variance**0.5,
             "p95": quantile(h, 0.95),
         }
+
+
+def _add_logs(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) -> None:
+    """Each node's log records and error records: a service that only logs is a node too."""
+    keys, sums, _ = aggregate.logs.view()
+    node = high(keys)
+    for n in np.unique(node).tolist():
+        total = sums[node == n].sum(axis=0)
+        name = names.nodes[n]
+        if name not in graph:
+            graph.add_node(name)
+        graph.nodes[name].update(log_records=float(total[LogSum.RECORDS]), log_errors=float(total[LogSum.ERRORS]))
 
 
 def graph_between(graph: ServiceGraph, window: Window) -> nx.DiGraph:

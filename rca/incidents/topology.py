@@ -20,9 +20,10 @@ UNCONNECTED = -1
 
 @dataclass(frozen=True)
 class CallTopology:
-    """Who called whom in a range: undirected links between the nodes active in it. Alerts are
-    placed on these nodes only: a name the graph knew once but that has no spans in the range
-    would give a ranking with no evidence, so it is placed like any untraced name."""
+    """Who called whom in a range: undirected links between the nodes active in it (their spans,
+    or their log records: a service that only logs is a node too). Alerts are placed on these
+    nodes only: a name the graph knew once but that is silent in the range would give a ranking
+    with no evidence, so it is placed like any untraced name."""
 
     known: frozenset[str]  # the nodes active in the range
     traced: tuple[str, ...]  # those that report spans of their own (services)
@@ -49,13 +50,15 @@ class CallTopology:
 
 
 def topology_between(graph: ServiceGraph, start_ns: int, end_ns: int) -> CallTopology:
-    """The topology of spans starting in [start_ns, end_ns) (parents resolved first)."""
+    """The topology of spans starting in [start_ns, end_ns) (parents resolved first), with the
+    nodes that wrote log records in it."""
     graph.resolve()
     names = graph.names
     first, last = start_ns // graph.window_ns, (end_ns - 1) // graph.window_ns
     windows = [aggregate for w, aggregate in graph.windows.items() if first <= w <= last]
     links = nx.Graph()
     pairs: set[tuple[int, int]] = set()
+    spanned: frozenset[str] = frozenset()
     if windows:
         node_of = names.nodeop_node
         active = np.unique(np.concatenate([w.ops.view()[0] for w in windows]))
@@ -68,8 +71,11 @@ def topology_between(graph: ServiceGraph, start_ns: int, end_ns: int) -> CallTop
         callees = node_of[low(unique)].tolist()
         pairs = {(a, b) for a, b in zip(callers, callees, strict=True) if a != b}
         links.add_edges_from((names.nodes[a], names.nodes[b]) for a, b in pairs)
+        spanned = frozenset(links.nodes)
+        logged = np.unique(np.concatenate([high(w.logs.view()[0]) for w in windows]))
+        links.add_nodes_from(names.nodes[n] for n in logged.tolist())
     present = frozenset(links.nodes)
-    traced = tuple(sorted(n for n in present if names.kinds[names.node_ids[n]] is NodeKind.SERVICE))
+    traced = tuple(sorted(n for n in spanned if names.kinds[names.node_ids[n]] is NodeKind.SERVICE))
     called = {names.nodes[b] for _, b in pairs}
     roots = tuple(n for n in traced if n not in called)
     return CallTopology(present, traced, links, roots)
