@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from rca.telemetry.builder import id_words
-from rca.telemetry.logs import LOG_RESOURCE_KEYS, LogBatch, LogDecodeResult, infer_severity, log_service
+from rca.telemetry.logs import LOG_RESOURCE_KEYS, LogBatch, LogDecodeResult, infer_severity, log_service, structured
 from rca.telemetry.spans import DecodeError, Rejection
 
 _BELOW_2_63 = np.uint64(1 << 63)
@@ -116,6 +116,9 @@ class LogRecordColumns:
             texts = [t for t, k in zip(texts, kept, strict=True) if k]
             bodies = [b for b, k in zip(bodies, kept, strict=True) if k]
             numbers = numbers[keep]
+        for i in [i for i, body in enumerate(bodies) if body.startswith("{")]:  # a structured logger's line
+            bodies[i], level = structured(bodies[i])
+            texts[i] = texts[i] or level
         batch = LogBatch(
             time_ns=time[keep].astype(np.int64),
             service=np.asarray(self._service, np.int32).reshape(n)[keep],

@@ -268,6 +268,18 @@ def test_bodies_that_are_not_strings_become_stable_text(value: object, text: str
         assert result.batch.body == (text,)
 
 
+def test_a_structured_loggers_line_or_map_body_is_its_message_at_its_level() -> None:
+    """zap's JSON lines tailed as text, and a map body: templates are made of the message; the
+    level field stands where the record names no severity, and yields to one it names."""
+    zap = '{"level":"warn","ts":1765.25,"caller":"cart/load.go:57","msg":"cache miss for key 12","error":"x"}'
+    mapped = record()
+    mapped.body.CopyFrom(any_value({"message": "Order 7 placed", "level": "error", "order": 7}))
+    message = request(({"service.name": "cart"}, [record(zap), mapped, record(zap, severity_number=17)]))
+    for result in both(message):
+        assert result.batch.body == ("cache miss for key 12", "Order 7 placed", "cache miss for key 12")
+        assert result.batch.severity.tolist() == [13, 17, 17]
+
+
 @pytest.mark.parametrize(
     ("body", "match"),
     [

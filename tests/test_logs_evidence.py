@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from models.ranker import BayesianRanker
 from rca.evidence.nodes import F, NodeEvidence, extract_evidence
@@ -13,7 +14,7 @@ from rca.graph.view import Window, graph_between
 from rca.incidents.topology import topology_between
 from rca.telemetry.builder import SpanBatchBuilder
 from rca.telemetry.faults import Fault
-from rca.telemetry.logs import SEVERITY_ERROR, LogBatch, infer_severity, log_service
+from rca.telemetry.logs import SEVERITY_ERROR, LogBatch, infer_severity, log_service, severity_of_body, structured
 from tests.spanfactory import T0, sid, tid
 
 WINDOW_NS = 10 * 10**9
@@ -124,6 +125,39 @@ def test_severity_from_number_text_or_body() -> None:
         ["x", "x", "Exception in thread", "all fine", "ERROR x"],
     )
     assert got.tolist() == [17, 13, 17, 9, 17]
+
+
+@pytest.mark.parametrize(
+    ("body", "severity"),
+    [
+        # the level a logger wrote in the line's head stands, an exception in a warning or not
+        ("2023-01-29 08:43:04.123  WARN 1 --- [main] c.t.Pay : retried after java.io.IOException", 13),
+        ("08:43:04.123 [main] INFO  c.t.Cart - loaded 3 items, 0 errors", 9),
+        ("E0129 08:43:04.123456   12 controller.go:88] failed to sync pod", 17),
+        ("W0129 08:43:04.123456   12 controller.go:88] retrying", 13),
+        ('time="2026-01-29T08:43:04Z" level=warning msg="slow query"', 13),
+        ("[error] upstream timed out", 17),
+        # without one: an exception, a stack trace (one frame per record too) or an error word
+        ("java.lang.NullPointerException: cart is null", 17),
+        ("\tat com.shop.Cart.load(Cart.java:57)", 17),
+        ("Caused by: java.io.IOException: reset", 17),
+        ("\t... 42 more", 17),
+        ('  File "/app/cart.py", line 12, in load', 17),
+        ("request failed: connection error", 17),
+        ("at the end of the day all is fine", 9),
+    ],
+)
+def test_the_severity_a_body_shows(body: str, severity: int) -> None:
+    assert severity_of_body(body) == severity
+
+
+def test_a_structured_loggers_line_is_its_message_at_its_level() -> None:
+    zap = '{"level":"warn","ts":1765.25,"caller":"cart/load.go:57","msg":"cache miss for key 12","error":"x"}'
+    assert structured(zap) == ("cache miss for key 12", "warn")
+    assert structured('{"level":50,"time":1,"msg":"db down"}') == ("db down", "ERROR")  # pino's numbers
+    assert structured('{"@timestamp":"t","message":"Order 7 placed","log.level":"INFO"}') == ("Order 7 placed", "INFO")
+    for other in ('{"a": 1}', "{not json", "[1, 2]", "plain text"):
+        assert structured(other) == (other, "")
 
 
 def test_log_service_falls_back_to_deployment_then_pod() -> None:

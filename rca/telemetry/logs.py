@@ -8,6 +8,7 @@ text or the body where the sender gave no number.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,11 +36,29 @@ _TEXT_SEVERITY = {
     "FATAL": 21,
     "PANIC": 21,
 }
-# A body names its own level where a logger wrote it as text (`... ERROR ...`, `[warn]`), and an
-# exception or a stack trace is an error whatever the level says.
-_BODY_ERROR = re.compile(r"\b(?:ERROR|FATAL|CRITICAL|SEVERE)\b|Exception\b|Traceback \(most recent|\n\s+at \S+\(")
+# A body names its own level where a logger wrote it in the line's head (`2023-01-29 08:43:04
+# WARN 1 --- [main] ...`, `[warn]`, klog's `W0129`): that level stands. Without one, an exception
+# or a stack trace is an error, and so is an error word near the start.
+_HEAD_CHARS = 80
+_HEAD_LEVEL = re.compile(
+    r"(?<![\w./-])(TRACE|DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|SEVERE|CRITICAL|FATAL|PANIC)(?![\w./-])"
+    r"|\[(trace|debug|info|warn|warning|error|fatal)\]"
+    r"|\blevel=[\"']?(\w+)",  # logfmt (logrus' text formatter, Go's slog)
+)
+_KLOG_HEAD = re.compile(r"([IWEF])\d{4} \d{2}:\d{2}:\d{2}")
+_KLOG_SEVERITY = {"I": 9, "W": 13, "E": 17, "F": 21}
+# a stack trace, whole or one frame per record (a file tailed without multiline joining)
+_BODY_ERROR = re.compile(
+    r"Exception\b|Traceback \(most recent|(?:^|\n)\s+at \S+\(|^Caused by: |^\s*\.\.\. \d+ more"
+    r"|^\s+File \".*\", line \d+"
+)
 _BODY_WARN = re.compile(r"\bWARN(?:ING)?\b", re.IGNORECASE)
 _BODY_ERROR_WORD = re.compile(r"\b(?:error|fatal|critical)\b", re.IGNORECASE)
+# A structured logger's line (zap, logrus, bunyan, pino, logback's JSON encoder, structlog) or a
+# map body as text: the message and the level are fields of a JSON object.
+MESSAGE_KEYS = ("msg", "message", "@message", "event", "log")
+LEVEL_KEYS = ("level", "severity", "lvl", "levelname", "log.level", "@level", "loglevel")
+_NUMERIC_LEVELS = ((60, "FATAL"), (50, "ERROR"), (40, "WARN"), (30, "INFO"), (20, "DEBUG"), (10, "TRACE"))  # pino
 
 
 SERVICE_NAME = "service.name"
@@ -133,13 +152,43 @@ def severity_of_text(text: str) -> int:
 
 
 def severity_of_body(body: str) -> int:
-    """The severity a body shows by itself: an error word, an exception or a stack trace is ERROR,
-    a warning word WARN, anything else INFO."""
+    """The severity a body shows by itself: the level its logger wrote in the line's head where
+    it names one; else an exception, a stack trace or an error word is ERROR, a warning word
+    WARN, anything else INFO."""
+    head = body[:_HEAD_CHARS]
+    named = _HEAD_LEVEL.search(head)
+    if named:
+        return severity_of_text(named[1] or named[2] or named[3])
+    klog = _KLOG_HEAD.match(head)
+    if klog:
+        return _KLOG_SEVERITY[klog[1]]
     if _BODY_ERROR.search(body) or _BODY_ERROR_WORD.search(body[:200]):
         return SEVERITY_ERROR
     if _BODY_WARN.search(body[:200]):
         return SEVERITY_WARN
     return 9
+
+
+def structured(body: str) -> tuple[str, str]:
+    """(message, level text) of a body that is a JSON object with a message field (a structured
+    logger's line, `MESSAGE_KEYS`; its level from `LEVEL_KEYS`, pino's numbers included); the
+    body itself and "" for any other body. Templates are made of the message: an object's keys
+    and values, masked, would make every line of a logger one template."""
+    if not body.startswith("{"):
+        return body, ""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return body, ""
+    if not isinstance(value, dict):
+        return body, ""
+    message = next((m for key in MESSAGE_KEYS if isinstance(m := value.get(key), str) and m.strip()), None)
+    if message is None:
+        return body, ""
+    level = next((v for key in LEVEL_KEYS if (v := value.get(key)) is not None and v != ""), "")
+    if isinstance(level, int | float) and not isinstance(level, bool):
+        level = next((name for floor, name in _NUMERIC_LEVELS if level >= floor), "")
+    return message.rstrip("\n"), level if isinstance(level, str) else ""
 
 
 def infer_severity(number: npt.NDArray[np.int64], text: Sequence[str], body: Sequence[str]) -> npt.NDArray[np.int8]:
