@@ -152,6 +152,34 @@ def test_the_replicas_of_an_engine_are_apart_and_a_straggler_slowing_its_own_lin
     assert (top.node, top.fault) == ("gpu:node-a/2", "gpu_memory_bandwidth")
 
 
+def _engine_kv(graph: ServiceGraph, after: float) -> ServiceGraph:
+    """vLLM's KV-cache usage of the engine the GPUs belong to: 0.4, then `after` from the onset."""
+    rows = MetricRows()
+    rng = np.random.default_rng(9)
+    for k in range(1, POINTS + 1):
+        usage = (after if k > ONSET else 0.4) + 0.01 * rng.standard_normal()
+        labels = {"pod": POD, "model_name": "llama", "engine": "0"}
+        rows.add("vllm:kv_cache_usage_perc", MetricKind.GAUGE, {}, labels, T0 + k * SCRAPE_S * S, 0, usage)
+    graph.add_metrics(rows.build().batch)
+    return graph
+
+
+@pytest.mark.parametrize("straggler", [True, False])
+def test_the_engines_kv_cache_is_its_straggler_gpus_else_its_own(straggler: bool) -> None:
+    """vLLM reports one KV cache per engine: a rank its peers wait for reads it as its own, and
+    where no rank stands out the engine keeps it (its GPUs do not split the cause between them)."""
+    level = 0.95 if straggler else 0.6
+    evidence = _evidence(_engine_kv(_gpus(before=0.6, straggler=level, peers=0.6 if straggler else level), 0.95))
+    kv = [_score(evidence, f"gpu:node-a/{g}", Fault.KV_CACHE_FRAGMENTATION) for g in range(4)]
+    assert _score(evidence, "vllm-engine", Fault.KV_CACHE_FRAGMENTATION) > 10
+    if straggler:
+        assert kv[2] > 10 and np.isnan([kv[0], kv[1], kv[3]]).all()
+    else:
+        assert np.isnan(kv).all()
+        top = BayesianRanker().causes(evidence, ["vllm-engine"])[0]
+        assert (top.node, top.fault) == ("vllm-engine", "kv_cache_fragmentation") and top.probability > 0.5
+
+
 def test_one_gpus_memory_clocked_down_points_to_its_bandwidth_and_every_gpus_alike_does_not() -> None:
     throttled = _evidence(_gpus(before=0.6, straggler=0.6, peers=0.6, mem_clock=(1100.0, 1593.0)))
     assert _score(throttled, "gpu:node-a/2", Fault.GPU_MEMORY_BANDWIDTH) > 10

@@ -306,15 +306,16 @@ def test_the_evaluation_and_the_bench_take_the_real_style_with_its_metrics(gpu_c
     assert all(s.startswith("llm-") for s in REAL_SCENARIOS) and "llm-numa_mismatch-double" in REAL_SCENARIOS
 
 
-def test_an_engines_gpus_read_its_kv_cache_where_they_have_none_of_their_own() -> None:
+def test_an_engines_straggler_gpu_reads_its_kv_cache_where_it_has_none_of_its_own() -> None:
     kv = list(Fault).index(Fault.KV_CACHE_FRAGMENTATION)
-    evidence = training_case("llm-kv_cache_fragmentation", 2, style="real")[0]
+    evidence, _, truth, _ = training_case("llm-kv_cache_fragmentation", 2, style="real")
     gpus = np.flatnonzero(evidence.lockstep >= 0)
     assert gpus.shape[0] >= 2
-    engine = evidence.owner[gpus]
-    assert np.array_equal(evidence.score[gpus, kv], evidence.score[engine, kv])
-    assert not np.isnan(evidence.score[gpus, kv]).any()
-    assert all(evidence.signal[g][kv] == evidence.signal[e][kv] != "" for g, e in zip(gpus, engine, strict=True))
+    straggler = evidence.index(truth)  # the fragmented rank, whose peers wait for it
+    engine = int(evidence.owner[straggler])
+    assert evidence.score[straggler, kv] == evidence.score[engine, kv] > 3
+    assert evidence.signal[straggler][kv] == evidence.signal[engine][kv] != ""
+    assert np.isnan(evidence.score[gpus[gpus != straggler], kv]).all()  # the peers: the engine's, not theirs
     conventions = training_case("llm-kv_cache_fragmentation", 2)[0]  # GPUs with KV span attributes read their own
     own = [i for i, n in enumerate(conventions.nodes) if n.startswith("gpu:")]
     assert own and all(conventions.signal[i][kv].startswith("kv_") for i in own)

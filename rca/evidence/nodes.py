@@ -175,12 +175,23 @@ def extract_evidence(
 def _engine_cache_on_gpus(
     columns: tuple[Array, Array, Array, Index], labels: list[list[str]], lockstep: Index, owner: Index
 ) -> None:
-    """A GPU of an engine with no KV-cache reading of its own reads its engine's (in place): vLLM
-    reports one KV cache per engine, its blocks on every rank, so the engine's state is each GPU's.
-    A straggler GPU can then be read as a KV-cache fault where its engine shows one."""
-    j = F[Fault.KV_CACHE_FRAGMENTATION]
+    """The straggler GPU of an engine, with no KV-cache reading of its own, reads its engine's (in
+    place): vLLM reports one KV cache per engine, its blocks on every rank, so a rank its peers wait
+    for can be read as a KV-cache fault where its engine shows one. The straggler is the GPU of its
+    lockstep group whose bandwidth score is the group's highest and beyond what the highest of that
+    many healthy GPUs reaches (`_max_expected`); where none is, the engine's KV state stays its own."""
+    grouped = np.flatnonzero(lockstep >= 0)
+    if grouped.shape[0] == 0:
+        return
+    j, b = F[Fault.KV_CACHE_FRAGMENTATION], F[Fault.GPU_MEMORY_BANDWIDTH]
     score = columns[0]
-    gpus = np.flatnonzero((lockstep >= 0) & np.isnan(score[:, j]) & ~np.isnan(score[owner, j]))
+    group = lockstep[grouped]
+    stands_out = np.nan_to_num(score[grouped, b])
+    most = np.zeros(int(group.max()) + 1)
+    np.maximum.at(most, group, stands_out)
+    size = np.bincount(group).astype(np.float64)
+    straggler = (stands_out >= most[group]) & (stands_out > _max_expected(size)[group])
+    gpus = grouped[straggler & np.isnan(score[grouped, j]) & ~np.isnan(score[owner[grouped], j])]
     for column in columns:
         column[gpus, j] = column[owner[gpus], j]
     for gpu in gpus.tolist():
