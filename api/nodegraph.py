@@ -81,6 +81,8 @@ def node_frame(graph: nx.DiGraph, seconds: float) -> list[dict[str, Any]]:
                 "detail__error_rate": percent_text(error_rate),
                 "detail__self_time_mean_ms": _ms(data.get("self_time_mean_s", 0.0)),
                 "detail__latency_p50_ms": _ms(data.get("latency_p50_s", math.nan)),
+                "detail__log_records": data.get("log_records", 0.0),
+                "detail__log_errors": data.get("log_errors", 0.0),
                 "color": KIND_COLORS.get(str(data.get("kind")), KIND_COLORS["service"]),
                 "highlighted": False,
             }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from api.nodegraph import node_frame
 from models.ranker import BayesianRanker
 from rca.evidence.nodes import F, NodeEvidence, extract_evidence
 from rca.graph.logtemplates import TemplateMiner, mask_bodies
@@ -205,6 +206,8 @@ def test_a_service_that_only_logs_is_a_node_an_alert_can_name_and_the_graph_show
     assert (top.node, top.fault) == ("audit-worker", "errors") and top.probability > 0.5
     drawn = graph_between(graph, Window(end - 300 * 10**9, end))
     assert drawn.nodes["audit-worker"]["log_errors"] > 0 and drawn.nodes["audit-worker"]["log_records"] > 0
+    (row,) = [r for r in node_frame(drawn, 300.0) if r["id"] == "audit-worker"]  # what Grafana draws
+    assert row["detail__log_records"] == drawn.nodes["audit-worker"]["log_records"] and row["detail__calls"] == 0
 
 
 def test_an_early_return_shows_as_a_vanished_template_of_the_root() -> None:
