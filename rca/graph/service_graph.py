@@ -14,7 +14,7 @@ trace is found marking the request so (`rca.graph.urgency`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from rca.graph.accumulators import EdgeSum, OpSum, WindowAggregate
 from rca.graph.child_time import covered_credit
+from rca.graph.columns import Columns
 from rca.graph.keys import high, low, measure_key, pair_key, signal_key
 from rca.graph.lockstep import Lockstep
 from rca.graph.logtemplates import TemplateMiner
@@ -62,7 +63,7 @@ class IngestCounts:
 
 
 @dataclass(slots=True)
-class _PendingLogs:
+class _PendingLogs(Columns):
     """Log records waiting for the span they name, to count on its operation."""
 
     span: npt.NDArray[np.uint64]
@@ -72,23 +73,15 @@ class _PendingLogs:
 
 
 @dataclass(slots=True)
-class _Pending:
+class _Pending(Columns):
     """Children waiting for their parent span."""
 
     parent: npt.NDArray[np.uint64]
     nodeop: npt.NDArray[np.int64]
     start_ns: npt.NDArray[np.int64]
     end_ns: npt.NDArray[np.int64]
-    duration_s: npt.NDArray[np.float64]
     error: npt.NDArray[np.bool_]
     window: npt.NDArray[np.int64]
-
-    @staticmethod
-    def joined(parts: list[_Pending]) -> _Pending:
-        return _Pending(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(_Pending)))
-
-    def select(self, rows: npt.NDArray[np.bool_]) -> _Pending:
-        return _Pending(*(getattr(self, f.name)[rows] for f in fields(self)))
 
 
 class ServiceGraph:
@@ -184,7 +177,7 @@ class ServiceGraph:
         urgent, queue_s = batch.signals[:, Signal.URGENT], batch.signals[:, Signal.QUEUE_TIME]
         self._urgency.add(batch.trace_id, urgent, queue_s, nodeop, window)
         has_parent = batch.parent_id != 0
-        waiting = _Pending(batch.parent_id, nodeop, batch.start_ns, batch.end_ns, duration, batch.error, window)
+        waiting = _Pending(batch.parent_id, nodeop, batch.start_ns, batch.end_ns, batch.error, window)
         self._pending.append(waiting.select(has_parent))
         self._pending_count += int(has_parent.sum())
         if self._pending_count >= self._resolve_at:
@@ -240,8 +233,7 @@ class ServiceGraph:
         in the record's node; records whose span does not come in time count on the node only."""
         if not self._pending_logs:
             return
-        parts = ((x.span, x.key, x.error, x.window) for x in self._pending_logs)
-        p = _PendingLogs(*(np.concatenate(c) for c in zip(*parts, strict=True)))
+        p = _PendingLogs.joined(self._pending_logs)
         self._pending_logs = []
         self._pending_log_count = 0
         newest = self.newest_ns // self.window_ns
@@ -256,7 +248,7 @@ class ServiceGraph:
         keep = ~found & (p.window >= newest - self.pending_windows)
         if keep.any():
             self._pending_log_count = int(keep.sum())
-            self._pending_logs.append(_PendingLogs(p.span[keep], p.key[keep], p.error[keep], p.window[keep]))
+            self._pending_logs.append(p.select(keep))
 
     def _op_ids(self, batch: SpanBatch) -> npt.NDArray[np.int64]:
         return map_strings(batch.operation, batch.strings, self.names.op)
@@ -324,9 +316,10 @@ class ServiceGraph:
         newest = self.newest_ns // self.window_ns
         parent, parent_s = self._index.lookup(p.parent, newest)
         found = parent[:, 0] >= 0
-        gap = parent_s[found] - p.duration_s[found]
+        duration = (p.end_ns[found] - p.start_ns[found]) / 1e9
+        gap = parent_s[found] - duration
         covered = covered_credit(p.parent[found], p.start_ns[found], p.end_ns[found])
-        self._attribute(parent[found], p.nodeop[found], p.duration_s[found], covered, p.error[found], gap)
+        self._attribute(parent[found], p.nodeop[found], duration, covered, p.error[found], gap)
         waiting = ~found
         stale = p.window < newest - self.pending_windows
         self._orphaned += int((waiting & stale).sum())

@@ -10,11 +10,12 @@ for `pending_windows`; those whose trace never shows one count as neither.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from rca.graph.columns import Columns
 from rca.graph.intindex import GOLDEN
 from rca.graph.spanindex import SpanMarks
 
@@ -27,16 +28,13 @@ def _trace_keys(trace_id: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 
 
 @dataclass(slots=True)
-class _Waiting:
+class _Waiting(Columns):
     """Queue times waiting for their trace's mark."""
 
     trace: npt.NDArray[np.uint64]
     nodeop: npt.NDArray[np.int64]
     window: npt.NDArray[np.int64]
     queue_s: npt.NDArray[np.float64]
-
-    def select(self, rows: npt.NDArray[np.bool_]) -> _Waiting:
-        return _Waiting(*(getattr(self, f.name)[rows] for f in fields(self)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +82,7 @@ class RequestUrgency:
         if not self._waiting:
             empty = np.zeros(0, np.int64)
             return MarkedQueueTimes(empty, empty, np.zeros(0, np.bool_), np.zeros(0))
-        w = _Waiting(*(np.concatenate([getattr(p, f.name) for p in self._waiting]) for f in fields(_Waiting)))
+        w = _Waiting.joined(self._waiting)
         mark = self._marks.lookup(w.trace, newest_window)
         found = mark >= 0
         keep = ~found & (w.window >= newest_window - self.pending_windows)
