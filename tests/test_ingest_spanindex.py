@@ -33,6 +33,7 @@ def test_index_matches_two_generations_of_dicts(insertions: list[list[int]], cap
             np.full(len(ids), 4, np.int64),
             np.full(len(ids), 9, np.int64),
             nodeops / 4.0,  # a duration per entry (exact in float32 at these sizes)
+            nodeops % 3 == 0,  # failed
         )
         probe = np.arange(1, 41, dtype=np.uint64)
         found, seconds = index.lookup(probe, 9)
@@ -40,6 +41,7 @@ def test_index_matches_two_generations_of_dicts(insertions: list[list[int]], cap
         assert found[:, 0].tolist() == expected
         assert found[:, 1].tolist() == [4 if e >= 0 else -1 for e in expected]
         assert found[:, 2].tolist() == [9 if e >= 0 else -1 for e in expected]
+        assert found[:, 3].tolist() == [int(e % 3 == 0) if e >= 0 else -1 for e in expected]
         assert [None if np.isnan(d) else d for d in seconds.tolist()] == [e / 4.0 if e >= 0 else None for e in expected]
 
 
@@ -50,6 +52,7 @@ def test_index_holds_a_large_batch_and_finds_every_id() -> None:
     rows = np.arange(50_000, dtype=np.int64)
     index.insert(ids, rows, np.full(50_000, -1, np.int64), np.zeros(50_000, np.int64), rows * 1e-3)
     assert (index.lookup(ids, 0)[0][:, 1] == -1).all()
+    assert (index.lookup(ids, 0)[0][:, 3] == 0).all()  # not said to have failed
     found, seconds = index.lookup(ids[::-1], 0)
     assert (found[:, 0] == rows[::-1]).all()
     assert np.allclose(seconds, rows[::-1] * 1e-3)

@@ -15,6 +15,7 @@ from api.schemas import causes_json
 from ingest.prometheus import Covered
 from ingest.prometheus_results import BadAnswer, decode
 from ingest.promql import SampleRole, build_selectors, mapped_names, prometheus_names
+from rca.graph.accumulators import EdgeSum
 from rca.graph.call_stats import CallStats
 from rca.graph.service_graph import ServiceGraph
 from rca.graph.view import Window, graph_between
@@ -188,3 +189,20 @@ def test_queries_name_every_mapped_metric_in_each_spelling() -> None:
 def test_answers_that_are_not_matrices_are_refused(body: bytes, message: str) -> None:
     with pytest.raises(BadAnswer, match=message):
         decode(body)
+
+
+def test_call_stats_share_calls_out_to_failed_requests_so_successful_ones_call_as_many() -> None:
+    graph = ServiceGraph(window_seconds=10)
+    graph.add_call_stats(
+        stats(
+            (T0, "", "front", 100, 20, 2.0, 0.0),  # front's own requests, a fifth failed
+            (T0, "front", "back", 50, 5, 0.5, 0.6),
+        )
+    )
+    keys, sums, _ = graph.aggregate(T0, T0 + 10 * S).edges.view()
+    names = graph.names
+    by_callee = {names.nodes[int(names.nodeop_node[k & 0xFFFFFFFF])]: row for k, row in zip(keys, sums, strict=True)}
+    local, remote = by_callee["front"], by_callee["back"]  # requests → call:back → back
+    assert local[EdgeSum.FAILED_CALLER] == pytest.approx(50 * 0.2)  # the failed requests' share
+    assert (local[EdgeSum.CALLS] - local[EdgeSum.FAILED_CALLER]) / (100 - 20) == pytest.approx(50 / 100)
+    assert remote[EdgeSum.FAILED_CALLER] == 5  # a failed call is its client operation's failure

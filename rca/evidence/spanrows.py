@@ -1,7 +1,7 @@
 """Span rows of the evidence (interface: traces): self time (latency; calls to uninstrumented callees
 moved from the caller's self time to the virtual callee, and client calls' self time, time on the
 wire, to a network node per callee), error rate (also tested as binomial counts) and call structure
-(downstream calls per call of each operation, either way), each split at its own change point
+(downstream calls per successful call of each operation, either way), each split at its own change point
 (`rca.evidence.changepoint`). `SpanExtractor` also carries what the LLM, log and metric rows read."""
 
 from __future__ import annotations
@@ -141,11 +141,19 @@ class SpanExtractor:
         if edges.keys.shape[0] == 0:
             return self.rows([], direction=0, floor=0.0)
         s = edges.sums
-        calls = s[:, :, EdgeSum.CALLS] + np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
+        # Successful requests only: a request that fails part-way skips its later calls, and that
+        # is the failure's evidence (errors), not a change of the code path.
+        peer_calls = s[:, :, EdgeSum.PEER_CALLS]
+        peer_ok = np.divide(
+            peer_calls - s[:, :, EdgeSum.PEER_ERRORS], peer_calls, out=np.zeros_like(peer_calls), where=peer_calls > 0
+        )
+        unpaired = np.maximum(peer_calls - s[:, :, EdgeSum.PAIRED], 0.0)
+        calls = s[:, :, EdgeSum.CALLS] - s[:, :, EdgeSum.FAILED_CALLER] + unpaired * peer_ok
         caller_op = high(edges.keys)
         known = self.edge_caller_known
         caller_calls = np.zeros_like(calls)
-        caller_calls[known] = ops.sums[self.edge_caller[known], :, OpSum.CALLS]
+        caller = ops.sums[self.edge_caller[known]]
+        caller_calls[known] = caller[:, :, OpSum.CALLS] - caller[:, :, OpSum.ERRORS]
         per_call = per_window_mean(calls, caller_calls)
         mean = np.nansum(calls, axis=1) / np.maximum(np.nansum(caller_calls, axis=1), 1.0)
         floor = np.maximum(mean, 0.02)[:, None]  # Poisson: variance of a count per call ~ its mean

@@ -121,6 +121,7 @@ class EdgeSum(IntEnum):
     PEER_DURATION = 5
     PAIRED = 6  # of those, the ones whose instrumented child span was found
     GAP = 7  # parent's duration less the child's: for a client call's one child, the network time
+    FAILED_CALLER = 8  # of CALLS, those whose caller span failed (call structure reads successful requests)
 
 
 class SignalSum(IntEnum):

@@ -89,6 +89,19 @@ def count_call_stats(graph: ServiceGraph, stats: CallStats) -> None:
     evict(graph.windows, oldest_kept)
 
 
+def _failure_share(stats: CallStats, window: Index, node: Index, paired: Index) -> Array:
+    """Per row in `paired`, the share of its client's own requests (rows where it is the server)
+    that failed in the row's window; 0 where the client serves none."""
+    span = int(node.max()) + 2
+    served = window * span + node[stats.server]
+    keys, at = np.unique(served, return_inverse=True)
+    share = np.bincount(at, stats.failed) / np.maximum(np.bincount(at, stats.calls), 1e-12)
+    calling = window[paired] * span + node[stats.client[paired]]
+    row = np.minimum(np.searchsorted(keys, calling), keys.shape[0] - 1)
+    result: Array = np.where(keys[row] == calling, share[row], 0.0)
+    return result
+
+
 def _count(graph: ServiceGraph, stats: CallStats, window: Index, node: Index) -> None:
     names = graph.names
     no_op = names.op(NO_OP)
@@ -114,9 +127,12 @@ def _count(graph: ServiceGraph, stats: CallStats, window: Index, node: Index) ->
     local = np.zeros((paired.shape[0], len(EdgeSum)))  # requests → client operation
     local[:, EdgeSum.CALLS], local[:, EdgeSum.ERRORS] = calls[paired], failed[paired]
     local[:, EdgeSum.DURATION] = client_s[paired]
-    remote = local.copy()  # client operation → server
+    # which requests made the calls is not said: those of failed requests in their failure share
+    local[:, EdgeSum.FAILED_CALLER] = calls[paired] * _failure_share(stats, window, node, paired)
+    remote = local.copy()  # client operation → server: a failed call is its operation's failure
     remote[:, EdgeSum.DURATION] = server_s[paired]
     remote[:, EdgeSum.GAP] = client_s[paired] - server_s[paired]
+    remote[:, EdgeSum.FAILED_CALLER] = failed[paired]
     for aggregate, rows in by_window(graph.windows, window):
         _add(aggregate.ops, server[rows], op_sums[rows], calls[rows], server_s[rows])
     for aggregate, rows in by_window(graph.windows, window[paired]):

@@ -173,7 +173,7 @@ class ServiceGraph:
                 window=window,
             )
         self._count_signals(window, nodes, resources, batch.signals)
-        self._index.insert(batch.span_id, nodeop, peer_nodeop, window, duration)
+        self._index.insert(batch.span_id, nodeop, peer_nodeop, window, duration, batch.error)
         urgent, queue_s = batch.signals[:, Signal.URGENT], batch.signals[:, Signal.QUEUE_TIME]
         self._urgency.add(batch.trace_id, urgent, queue_s, nodeop, window)
         has_parent = batch.parent_id != 0
@@ -348,18 +348,19 @@ class ServiceGraph:
         gap: npt.NDArray[np.float64],
     ) -> None:
         """Counts resolved children on their parents: `covered` (the share of the parent's time
-        each adds to its children's union) against the parent's own time, every child on its edge."""
+        each adds to its children's union) against the parent's own time, every child on its edge
+        (and whether its parent failed: call structure reads successful requests)."""
         if child.shape[0] == 0:
             return
         self._resolved += child.shape[0]
-        parent_nodeop, parent_peer, window = parent[:, 0], parent[:, 1], parent[:, 2]
+        parent_nodeop, parent_peer, window, parent_failed = parent[:, 0], parent[:, 1], parent[:, 2], parent[:, 3] == 1
         sums = np.zeros((child.shape[0], len(OpSum)))
         sums[:, OpSum.CHILD_DURATION] = covered
         for aggregate, index in by_window(self.windows, window):
             aggregate.ops.add(parent_nodeop, sums, None, index)
         # Every child counts on its parent operation's edge, local ones too: together they are the
         # operation's call structure. Only remote ones make graph edges (`graphview`).
-        count_edges(self.windows, window, parent_nodeop, child, duration, error, gap=gap)
+        count_edges(self.windows, window, parent_nodeop, child, duration, error, gap=gap, caller_failed=parent_failed)
         node_of = self.names.nodeop_node
         remote = node_of[parent_nodeop] != node_of[child]
         paired = remote & (parent_peer >= 0)

@@ -4,8 +4,8 @@ Two generations of bounded size: when the current one fills, the older is droppe
 stays findable for at least `capacity` later spans, which bounds memory whatever the rate.
 Each generation is an open-addressing hash table in numpy arrays (span id, packed entry,
 duration), probed linearly by numba kernels that run without the GIL, so no per-span Python
-objects exist. An entry is one packed int (node-operation, peer node-operation, window modulo
-2^16) and the span's duration.
+objects exist. An entry is one packed int (node-operation, peer node-operation, whether the span
+failed, window modulo 2^15) and the span's duration.
 """
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ from numba import njit
 
 from rca.graph.intindex import GOLDEN, Num
 
-_WINDOW_BITS = 16
+_WINDOW_BITS = 15
+_ERROR_BITS = 1
 _PEER_BITS = 24
 _WINDOW_MASK = (1 << _WINDOW_BITS) - 1
 _PEER_MASK = (1 << _PEER_BITS) - 1
+_PEER_SHIFT = _WINDOW_BITS + _ERROR_BITS
+_NODEOP_SHIFT = _PEER_SHIFT + _PEER_BITS
 _EMPTY = np.uint64(0)  # span ids are never zero (the builder rejects those spans)
 
 
@@ -96,7 +99,7 @@ class _Table:
 
 
 class SpanIndex:
-    """span id → (node-operation id, peer node-operation id or -1, window) and duration."""
+    """span id → (node-operation id, peer node-operation id or -1, window, failed) and duration."""
 
     def __init__(self, *, capacity: int = 1_000_000) -> None:
         self.capacity = capacity
@@ -110,9 +113,12 @@ class SpanIndex:
         peers: npt.NDArray[np.int64],
         windows: npt.NDArray[np.int64],
         durations_s: npt.NDArray[np.float64],
+        failed: npt.NDArray[np.bool_] | None = None,
     ) -> None:
         seconds = durations_s.astype(np.float32)
-        packed = (nodeops << (_PEER_BITS + _WINDOW_BITS)) | ((peers + 1) << _WINDOW_BITS) | (windows & _WINDOW_MASK)
+        packed = (nodeops << _NODEOP_SHIFT) | ((peers + 1) << _PEER_SHIFT) | (windows & _WINDOW_MASK)
+        if failed is not None:
+            packed |= failed.astype(np.int64) << _WINDOW_BITS
         for start in range(0, span_ids.shape[0], self.capacity):
             batch = slice(start, start + self.capacity)
             ids, entries = span_ids[batch], packed[batch]
@@ -123,18 +129,19 @@ class SpanIndex:
     def lookup(
         self, span_ids: npt.NDArray[np.uint64], newest_window: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """(n, 3) rows of (nodeop, peer, window) for ids seen within 2^16 windows of
+        """(n, 4) rows of (nodeop, peer, window, failed 0/1) for ids seen within 2^15 windows of
         `newest_window`, -1 everywhere for unknown ids; and their durations in seconds (NaN)."""
         packed, durations = self._current.lookup(span_ids)
         older = packed < 0
         if older.any() and self._previous.size:
             packed[older], durations[older] = self._previous.lookup(span_ids[older])
         found = packed >= 0
-        out = np.full((packed.shape[0], 3), -1, np.int64)
+        out = np.full((packed.shape[0], 4), -1, np.int64)
         p = packed[found]
-        out[found, 0] = p >> (_PEER_BITS + _WINDOW_BITS)
-        out[found, 1] = ((p >> _WINDOW_BITS) & _PEER_MASK) - 1
+        out[found, 0] = p >> _NODEOP_SHIFT
+        out[found, 1] = ((p >> _PEER_SHIFT) & _PEER_MASK) - 1
         out[found, 2] = newest_window - ((newest_window - p) & _WINDOW_MASK)
+        out[found, 3] = (p >> _WINDOW_BITS) & 1
         return out, durations
 
 

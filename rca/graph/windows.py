@@ -58,6 +58,7 @@ def count_edges(
     *,
     peer: bool = False,
     gap: Array | None = None,
+    caller_failed: npt.NDArray[np.bool_] | None = None,
 ) -> None:
     sums = np.zeros((caller.shape[0], len(EdgeSum)))
     base = EdgeSum.PEER_CALLS if peer else EdgeSum.CALLS
@@ -66,6 +67,8 @@ def count_edges(
     sums[:, base + 2] = duration
     if gap is not None:
         sums[:, EdgeSum.GAP] = gap
+    if caller_failed is not None:
+        sums[:, EdgeSum.FAILED_CALLER] = caller_failed
     keys = pair_key(caller, callee)
     hist = buckets(duration)
     for aggregate, index in by_window(windows, window):
