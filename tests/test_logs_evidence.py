@@ -8,6 +8,7 @@ import pytest
 from api.nodegraph import node_frame
 from models.ranker import BayesianRanker
 from rca.evidence.nodes import F, NodeEvidence, extract_evidence
+from rca.graph import service_graph
 from rca.graph.logtemplates import TemplateMiner, mask_bodies
 from rca.graph.series import window_series
 from rca.graph.service_graph import ServiceGraph
@@ -184,6 +185,28 @@ def test_records_count_per_node_at_once_and_per_operation_once_their_span_arrive
     assert "logger-only" in graph.names.node_ids  # a service that only logs is a node
     counts = graph.counts()
     assert (counts.log_records, counts.log_templates) == (2, 2)
+
+
+def test_records_whose_span_never_comes_are_looked_up_in_amortised_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Logs of sampled-out traces name spans rca never gets: they wait their time out, but a pass
+    over them comes once as many again wait, not at every batch, and goes group by group."""
+    monkeypatch.setattr(service_graph, "_JOIN_GROUP", 3_000)
+    graph = ServiceGraph(retention_seconds=3600.0)
+    looked_up: list[int] = []
+    lookup = graph._index.lookup
+    monkeypatch.setattr(
+        graph._index, "lookup", lambda ids, newest: looked_up.append(ids.shape[0]) or lookup(ids, newest)
+    )
+    batches, per_batch = 200, 500
+    for b in range(batches):
+        rows = [(T0 + b * 10**7 + k, "cart", 10**9 + b * per_batch + k, 9, "loaded 3 items") for k in range(per_batch)]
+        graph.add_logs(_logs(rows))
+    assert sum(looked_up) < 3 * batches * per_batch  # each record a few times, not at every batch
+    assert max(looked_up) <= 3_000 + per_batch  # never all waiting records at once
+    spans = SpanBatchBuilder()  # a span that does come still finds its records
+    spans.add(tid(1), sid(10**9 + 7), b"", "cart", "get", 2, T0, T0 + 10**6, False, {}, {})
+    graph.add(spans.build().batch)
+    assert window_series(graph, 0, T0, T0 + 3 * WINDOW_NS).log_ops.sums[:, :, 0].sum() == 1
 
 
 def test_a_service_that_only_logs_is_a_node_an_alert_can_name_and_the_graph_shows() -> None:

@@ -3,7 +3,7 @@ joined field by field, whatever the fields."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from typing import Any, Self, cast
 
@@ -28,3 +28,18 @@ class Columns:
         kind = cast(Any, cls)
         made: Self = kind(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(kind)))
         return made
+
+    @classmethod
+    def in_groups(cls, parts: Sequence[Self], rows: int) -> Iterator[Self]:
+        """The rows of `parts` joined into groups of about `rows` (a larger part is a group of its
+        own), so that a pass over many waiting rows never copies them all at once."""
+        group: list[Self] = []
+        size = 0
+        for part in parts:
+            group.append(part)
+            size += len(getattr(part, fields(cast(Any, part))[0].name))
+            if size >= rows:
+                yield cls.joined(group)
+                group, size = [], 0
+        if group:
+            yield cls.joined(group)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 _ON_GPU = np.isin(np.arange(len(Signal)), list(GPU_SIGNALS))  # per signal column
 _RESOLVE_MIN = 20_000  # waiting children that trigger a resolution pass during ingest
 _MARKS_SHARE = 4  # the urgency marks' index is sized at 1/this of the span index's capacity
+_JOIN_GROUP = 65_536  # waiting log records looked up at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,7 @@ class ServiceGraph:
         self._urgency = RequestUrgency(capacity=max(1, index_capacity // _MARKS_SHARE), pending_windows=pending_windows)
         self._pending: list[_Pending] = []
         self._pending_count = 0
-        self._resolve_at = _RESOLVE_MIN
+        self._resolve_at = self._resolve_logs_at = _RESOLVE_MIN  # waiting children, waiting log records
         self._spans = self._resolved = self._orphaned = self._late = 0
         self.templates = TemplateMiner() if templates is None else templates  # an empty miner is falsy (len 0)
         self._pending_logs: list[_PendingLogs] = []
@@ -182,7 +183,6 @@ class ServiceGraph:
         self._pending_count += int(has_parent.sum())
         if self._pending_count >= self._resolve_at:
             self.resolve()
-            self._resolve_at = max(_RESOLVE_MIN, 2 * self._pending_count)
         evict(self.windows, oldest_kept)
 
     def add_logs(self, batch: LogBatch) -> None:
@@ -202,7 +202,7 @@ class ServiceGraph:
         joined = batch.span_id != 0
         self._pending_logs.append(_PendingLogs(batch.span_id[joined], keys[joined], error[joined], window[joined]))
         self._pending_log_count += int(joined.sum())
-        if self._pending_log_count >= self._resolve_at:
+        if self._pending_log_count >= self._resolve_logs_at:
             self.resolve()
         evict(self.windows, oldest_kept)
 
@@ -230,25 +230,24 @@ class ServiceGraph:
 
     def _join_logs(self) -> None:
         """Counts waiting log records on the operation of their span where it is now known and
-        in the record's node; records whose span does not come in time count on the node only."""
-        if not self._pending_logs:
-            return
-        p = _PendingLogs.joined(self._pending_logs)
-        self._pending_logs = []
-        self._pending_log_count = 0
+        in the record's node; records whose span does not come in time count on the node only.
+        Records whose span never comes (logs of sampled-out traces) wait their time out in every
+        pass, so a pass goes group by group."""
+        waiting, self._pending_logs, self._pending_log_count = self._pending_logs, [], 0
         newest = self.newest_ns // self.window_ns
-        span, _ = self._index.lookup(p.span, newest)
-        found = span[:, 0] >= 0
-        nodeop = span[found, 0]
-        template = low(p.key[found])
-        same_node = self.names.nodeop_node[nodeop] == high(p.key[found])
-        rows = np.flatnonzero(found)[same_node]
-        keys = pair_key(nodeop[same_node], template[same_node])
-        count_logs(self.windows, p.window[rows], keys, p.error[rows], per_operation=True)
-        keep = ~found & (p.window >= newest - self.pending_windows)
-        if keep.any():
-            self._pending_log_count = int(keep.sum())
-            self._pending_logs.append(p.select(keep))
+        for p in _PendingLogs.in_groups(waiting, _JOIN_GROUP):
+            span, _ = self._index.lookup(p.span, newest)
+            found = span[:, 0] >= 0
+            nodeop = span[found, 0]
+            template = low(p.key[found])
+            same_node = self.names.nodeop_node[nodeop] == high(p.key[found])
+            rows = np.flatnonzero(found)[same_node]
+            keys = pair_key(nodeop[same_node], template[same_node])
+            count_logs(self.windows, p.window[rows], keys, p.error[rows], per_operation=True)
+            keep = ~found & (p.window >= newest - self.pending_windows)
+            if keep.any():
+                self._pending_log_count += int(keep.sum())
+                self._pending_logs.append(p.select(keep))
 
     def _op_ids(self, batch: SpanBatch) -> npt.NDArray[np.int64]:
         return map_strings(batch.operation, batch.strings, self.names.op)
@@ -308,6 +307,14 @@ class ServiceGraph:
         self._join_logs()
         self._count_lockstep()
         self._count_urgency()
+        self._resolve_children()
+        # The next pass during ingest comes once as many again wait: records and children whose
+        # span never comes (logs of sampled-out traces) cost amortised O(1), not a pass per batch.
+        self._resolve_at = max(_RESOLVE_MIN, 2 * self._pending_count)
+        self._resolve_logs_at = max(_RESOLVE_MIN, 2 * self._pending_log_count)
+
+    def _resolve_children(self) -> None:
+        """Counts waiting children on the parents seen since; drops those waited too long."""
         if not self._pending:
             return
         p = _Pending.joined(self._pending)
