@@ -7,6 +7,8 @@ import json
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from rca.evidence.nodes import NodeEvidence, extract_evidence
+from rca.graph.service_graph import ServiceGraph
 from rca.telemetry.builder import SpanBatchBuilder
 from rca.telemetry.spans import SpanBatch
 
@@ -82,3 +84,10 @@ def json_span(span_id: str, **fields: object) -> dict[str, object]:
         "endTimeUnixNano": str(T0 + 2_000_000),
         **fields,
     }
+
+
+def evidence_of_last_minutes(builder: SpanBatchBuilder, end_ns: int, minutes: float = 5.0) -> NodeEvidence:
+    """The evidence of the spans built, over the `minutes` before `end_ns` (history before it)."""
+    graph = ServiceGraph(retention_seconds=3600.0)
+    graph.add(builder.build().batch)
+    return extract_evidence(graph, start_ns=end_ns - int(minutes * 60e9), end_ns=end_ns)

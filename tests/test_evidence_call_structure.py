@@ -3,11 +3,10 @@ later calls is the failure's evidence, an early return that answers well is a ch
 
 from __future__ import annotations
 
-from rca.evidence.nodes import F, NodeEvidence, extract_evidence
-from rca.graph.service_graph import ServiceGraph
+from rca.evidence.nodes import F, NodeEvidence
 from rca.telemetry.builder import SpanBatchBuilder
 from rca.telemetry.faults import Fault
-from tests.spanfactory import T0, sid, tid
+from tests.spanfactory import T0, evidence_of_last_minutes, sid, tid
 
 WINDOW_NS = 10 * 10**9
 WINDOWS = 30
@@ -33,10 +32,7 @@ def _evidence(*, fails: bool) -> NodeEvidence:
                     trace, sid(span + 2), root, "store", "GET /b", 2, start + 2 * MS, start + 3 * MS, False, {}, {}
                 )
             span += 3
-    graph = ServiceGraph(retention_seconds=3600.0)
-    graph.add(builder.build().batch)
-    end = T0 + WINDOWS * WINDOW_NS
-    return extract_evidence(graph, start_ns=end - 300 * 10**9, end_ns=end)
+    return evidence_of_last_minutes(builder, T0 + WINDOWS * WINDOW_NS)
 
 
 def _score(evidence: NodeEvidence, fault: Fault) -> float:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rca.evidence.nodes import F, NodeEvidence, extract_evidence
-from rca.graph.service_graph import ServiceGraph
+from rca.evidence.nodes import F, NodeEvidence
 from rca.telemetry.builder import SpanBatchBuilder
 from rca.telemetry.faults import Fault
-from tests.spanfactory import T0, sid, tid
+from tests.spanfactory import T0, evidence_of_last_minutes, sid, tid
 
 WINDOW_NS = 10 * 10**9
 WINDOWS = 30
@@ -33,10 +32,7 @@ def _evidence(calls: dict[str, tuple[int, int, float]]) -> NodeEvidence:
                 start = T0 + window * WINDOW_NS + k * (WINDOW_NS // max(n, 1))
                 builder.add(tid(span), sid(span), b"", service, "GET /", 2, start, start + 10**6, error, {}, {})
                 span += 1
-    graph = ServiceGraph(retention_seconds=3600.0)
-    graph.add(builder.build().batch)
-    end = T0 + WINDOWS * WINDOW_NS
-    return extract_evidence(graph, start_ns=end - 300 * 10**9, end_ns=end)
+    return evidence_of_last_minutes(builder, T0 + WINDOWS * WINDOW_NS)
 
 
 def _error_score(evidence: NodeEvidence, node: str) -> float:
@@ -82,10 +78,7 @@ def _client_call_evidence(callee_fails: bool) -> NodeEvidence:
             answer = failed and callee_fails
             builder.add(trace, callee, client, "backend", "GET /item", 2, start + ms, start + 2 * ms, answer, {}, {})
             span += 3
-    graph = ServiceGraph(retention_seconds=3600.0)
-    graph.add(builder.build().batch)
-    end = T0 + WINDOWS * WINDOW_NS
-    return extract_evidence(graph, start_ns=end - 300 * 10**9, end_ns=end)
+    return evidence_of_last_minutes(builder, T0 + WINDOWS * WINDOW_NS)
 
 
 def test_an_error_the_callee_answers_is_the_callees_not_its_callers_client_span() -> None:
