@@ -16,6 +16,9 @@ class Columns:
 
     __slots__ = ()
 
+    def __len__(self) -> int:
+        return len(getattr(self, fields(cast(Any, self))[0].name))
+
     def select(self, rows: npt.NDArray[np.bool_]) -> Self:
         """The rows where `rows` holds."""
         table = cast(Any, self)
@@ -37,7 +40,7 @@ class Columns:
         size = 0
         for part in parts:
             group.append(part)
-            size += len(getattr(part, fields(cast(Any, part))[0].name))
+            size += len(part)
             if size >= rows:
                 yield cls.joined(group)
                 group, size = [], 0

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from rca.graph.call_stats import CallStats
 
 _ON_GPU = np.isin(np.arange(len(Signal)), list(GPU_SIGNALS))  # per signal column
-_RESOLVE_MIN = 20_000  # waiting children that trigger a resolution pass during ingest
+_RESOLVE_MIN = 20_000  # waiting children (or log records) that start a resolution pass during ingest, at least
 _MARKS_SHARE = 4  # the urgency marks' index is sized at 1/this of the span index's capacity
 _JOIN_GROUP = 65_536  # waiting log records looked up at once
 
