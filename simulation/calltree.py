@@ -1,7 +1,7 @@
 """The first pass of trace generation: every request's call tree, expanded level by level (which
 calls each operation makes, how many, transient failures retried, a load balancer's pick among
-replicas) with a call_structure fault's changes (and their echo in a callee, `faults.Echo`), and
-which invocations each fault applies to."""
+replicas) with a call_structure fault's changes (and their echo in a callee, `faults.Echo`) and
+a caught exception's skipped calls, and which invocations each fault applies to."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ class CallTree:
     attempt: I64
     changed: npt.NDArray[np.bool_]  # invocations a call_structure fault changes
     echoed: npt.NDArray[np.bool_]  # callee invocations the changed requests send down another branch
+    caught: npt.NDArray[np.bool_]  # failing invocations whose handler catches the exception
     bounds: tuple[int, ...]
 
 
@@ -59,38 +60,62 @@ def fault_hits(
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class _Skips:
+    """Per invocation of a level, the calls a fault makes it skip: every call from `cut` on (an
+    early return, a caught exception) and call `missing`; `retried` ones retry the plan's call."""
+
+    cut: I64
+    missing: I64
+    retried: npt.NDArray[np.bool_]
+
+    @staticmethod
+    def of(
+        structure: FaultPlan | None,
+        changed: npt.NDArray[np.bool_],
+        caught: FaultPlan | None,
+        caught_rows: npt.NDArray[np.bool_],
+    ) -> _Skips:
+        k = changed.shape[0]
+        cut, missing = np.full(k, np.iinfo(np.int64).max), np.full(k, -1, np.int64)
+        change = structure.change if structure else CallChange.NONE
+        if structure is not None and change is CallChange.ABORT:
+            cut[changed] = structure.call
+        if structure is not None and change is CallChange.MISSING:
+            missing[changed] = structure.call
+        if caught is not None:
+            cut[caught_rows] = np.minimum(cut[caught_rows], caught.call)
+        return _Skips(cut, missing, changed if change is CallChange.RETRY else np.zeros(k, np.bool_))
+
+
 def _calls(
     ct: CompiledTopology,
     plan: FaultPlan | None,
     rng: np.random.Generator,
     ops: I64,
     attempt: I64,
-    changed: npt.NDArray[np.bool_],
+    skips: _Skips,
     echoed: npt.NDArray[np.bool_],
     transient_failures: float,
 ) -> tuple[I64, I64, I64, I64]:
     """The calls a level of invocations makes: (caller index in level, callee op, seq, attempt);
-    `plan` is the case's call_structure fault, if any, `changed` the invocations it changes and
-    `echoed` those its echo changes; `transient_failures` of remote calls fail at first and are retried."""
+    `plan` is the case's call_structure fault, if any, `skips` what the faults take out and
+    `echoed` the invocations its echo changes; `transient_failures` of remote calls fail at first
+    and are retried."""
     out: list[tuple[I64, I64, I64, I64]] = []
     order = np.argsort(ops, kind="stable")
-    change, changed_call = (plan.change, plan.call) if plan else (CallChange.NONE, -1)
+    retry_call = plan.call if plan and plan.change is CallChange.RETRY else -1
     echo = plan.echo if plan else None
     for group in np.split(order, np.flatnonzero(np.diff(ops[order])) + 1):
         op = int(ops[group[0]])
         live = group[attempt[group] != Attempt.FAILED]
         k = live.shape[0]
-        changes, echoes = changed[live], echoed[live]
+        cut, missing, retried, echoes = skips.cut[live], skips.missing[live], skips.retried[live], echoed[live]
         draws: dict[int, npt.NDArray[np.float64]] = {}  # per exclusive group: one draw per invocation
         taken: dict[int, float] = {}  # and the probability its earlier calls took
         for ci, (callee_f, p, max_count, exclusive) in enumerate(ct.calls[op].tolist()):
             callee = int(callee_f)
-            prob = np.full(k, p)
-            skipped = (change is CallChange.MISSING and ci == changed_call) or (
-                change is CallChange.ABORT and ci >= changed_call
-            )
-            if skipped:
-                prob[changes] = 0.0
+            prob = np.where((ci >= cut) | (ci == missing), 0.0, p)
             if echo is not None and op == echo.operation and ci == echo.call:
                 prob[echoes] = 0.0
             if exclusive:
@@ -104,8 +129,8 @@ def _calls(
             timed = np.zeros(k, np.int64)
             if ct.op_service[callee] != ct.op_service[op]:
                 failed = (made & (rng.random(k) < transient_failures)).astype(np.int64)
-                if change is CallChange.RETRY and ci == changed_call:
-                    timed = np.where(made & changes & (rng.random(k) < FAULT_RETRY), rng.integers(2, 4, k), 0)
+                if ci == retry_call:
+                    timed = np.where(made & retried & (rng.random(k) < FAULT_RETRY), rng.integers(2, 4, k), 0)
             total = count + failed + timed
             caller = np.repeat(live, total)
             position = np.arange(caller.shape[0]) - np.repeat(np.cumsum(total) - total, total)
@@ -126,9 +151,11 @@ def expand(
     roots: I64,
     t_root: I64,
     transient_failures: float = NEUTRAL_TRANSIENT_FAILURES,
+    caught: FaultPlan | None = None,
 ) -> CallTree:
     """The call trees of requests arriving at `t_root`; `plan` is the call_structure fault, if any;
-    `transient_failures` of remote calls fail at first and are retried."""
+    `transient_failures` of remote calls fail at first and are retried; `caught` is an errors
+    fault whose handler catches its exception (`FaultPlan.caught`), if any."""
     n = roots.shape[0]
     level = {
         "op": roots,
@@ -137,7 +164,9 @@ def expand(
         "seq": np.zeros(n, np.int64),
         "attempt": np.zeros(n, np.int64),
     }
-    columns: dict[str, list[npt.NDArray[np.generic]]] = {k: [] for k in (*level, "instance", "changed", "echoed")}
+    columns: dict[str, list[npt.NDArray[np.generic]]] = {
+        k: [] for k in (*level, "instance", "changed", "echoed", "caught")
+    }
     bounds = [0]
     from_changed = np.zeros(n, np.bool_)  # called by an invocation the fault changed
     while level["op"].shape[0]:
@@ -153,8 +182,16 @@ def expand(
             echoed = from_changed & (level["op"] == plan.echo.operation)
             echoed &= rng.random(echoed.shape[0]) < plan.echo.share
         columns["echoed"].append(echoed)
+        caught_rows = np.zeros(level["op"].shape[0], np.bool_)
+        if caught is not None:
+            caught_rows = fault_hits(ct, caught, level["op"], level["instance"], t_root[level["trace"]], rng)
+            caught_rows &= (level["op"] == caught.operation) & (
+                rng.random(caught_rows.shape[0]) < caught.magnitude * caught.caught
+            )
+        columns["caught"].append(caught_rows)
+        skips = _Skips.of(plan, changed, caught, caught_rows)
         caller, callee, seq, attempt = _calls(
-            ct, plan, rng, level["op"], level["attempt"], changed, echoed, transient_failures
+            ct, plan, rng, level["op"], level["attempt"], skips, echoed, transient_failures
         )
         from_changed = changed[caller]
         start = bounds[-1]
@@ -163,4 +200,4 @@ def expand(
         level = {"op": callee, "parent": start + caller, "trace": trace, "seq": seq, "attempt": attempt}
     c = {k: np.concatenate(v) for k, v in columns.items()}
     tree = (c["op"], c["parent"], c["trace"], c["seq"], c["instance"], c["attempt"], c["changed"], c["echoed"])
-    return CallTree(*tree, tuple(bounds))
+    return CallTree(*tree, c["caught"], tuple(bounds))

@@ -3,13 +3,14 @@ drawn with the seed from the case's profile."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
 
 from rca.telemetry.faults import Fault
+from rca.telemetry.spans import KIND_SERVER
 from simulation.profiles import DEFAULT, Profile
 from simulation.topology import CompiledTopology, Role
 
@@ -95,6 +96,9 @@ class FaultPlan:
     peer: str = ""  # a datastore fault: the callee its callers' client spans name
     mode: Mode = Mode.NONE
     echo: Echo | None = None  # call_structure: a callee whose path the changed requests change
+    # errors: the share of failing requests at `operation` whose handler catches the exception,
+    # logs it and returns a fallback, skipping its calls from `call` on (`caught_exception`)
+    caught: float = 0.0
 
     def active(self, t_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         result: npt.NDArray[np.bool_] = (t_ns >= self.inject_ns) & (t_ns < self.end_ns)
@@ -164,7 +168,20 @@ def plan_fault(
     size = _size(profile, fault, rng)
     name = ct.services[target]
     mode = Mode.STARVED if fault is Fault.LATENCY and rng.random() < STARVED_SHARE else Mode.NONE
-    return FaultPlan(fault, name, name, target, inject_ns, end_ns, size, variant, instance, mode=mode)
+    plan = FaultPlan(fault, name, name, target, inject_ns, end_ns, size, variant, instance, mode=mode)
+    return caught_exception(ct, plan, rng, profile) if fault is Fault.ERRORS else plan
+
+
+def caught_exception(ct: CompiledTopology, plan: FaultPlan, rng: np.random.Generator, profile: Profile) -> FaultPlan:
+    """For `profile.caught_chance` of errors faults, the handler that catches the exception: one
+    of the service's busiest server operations, the call it throws before, and on what share of
+    its failing requests it catches."""
+    ops = np.flatnonzero((ct.op_service == plan.service_index) & (ct.op_kind == KIND_SERVER) & (ct.visits > 0))
+    if rng.random() >= profile.caught_chance or ops.shape[0] == 0:
+        return plan
+    op = int(ops[np.argmax(ct.visits[ops] * rng.uniform(0.5, 1.5, ops.shape[0]))])
+    call = int(rng.integers(len(ct.calls[op]) + 1))  # past the last call: the calls were all made
+    return replace(plan, operation=op, call=call, caught=profile.caught_share.one(rng))
 
 
 def plan_second_root(

@@ -69,7 +69,8 @@ def generate_invocations(
     arrivals = traffic.arrivals(rng)
     roots = rng.choice(ct.entry_ops, size=arrivals.shape[0], p=ct.entry_weights)
     structure = next((p for p in plans if p.fault is Fault.CALL_STRUCTURE), None)
-    tree = expand(ct, structure, rng, roots, arrivals, conditions.transient_failures)
+    caught = next((p for p in plans if p.fault is Fault.ERRORS and p.caught > 0), None)
+    tree = expand(ct, structure, rng, roots, arrivals, conditions.transient_failures, caught)
     op, parent, n = tree.op, tree.parent, tree.op.shape[0]
     service = ct.op_service[op]
     t_root = arrivals[tree.trace]
@@ -85,6 +86,7 @@ def generate_invocations(
             slow *= np.where(hit, plan.magnitude * rng.lognormal(0, 0.2, n), 1.0)
         if plan.fault is Fault.ERRORS:
             failing |= hit & (rng.random(n) < plan.magnitude)
+    failing &= ~tree.caught  # the handler returned a fallback
     spread = np.exp(ct.op_sigma[op] * conditions.sigma_scale * rng.standard_normal(n))
     self_s = ct.op_median[op] * conditions.op_scale[op] * spread * load**conditions.load_exponent * slow
     error = rng.random(n) < ct.op_error[op] * conditions.error_scale * np.where(hiccup > 1, 3.0, 1.0)
@@ -138,7 +140,7 @@ def generate_invocations(
     )
     invocations = Invocations(
         *(op, parent, tree.seq, tree.attempt, trace_ids[tree.trace], span_id, start, end),
-        *(error, failing, touched, tree.echoed, hiccup),
+        *(error, failing, tree.caught, touched, tree.echoed, hiccup),
     )
     r = np.flatnonzero(remote)
     client_start = t_root[r] + np.round(client_s[r] * 1e9).astype(np.int64)

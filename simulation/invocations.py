@@ -35,6 +35,7 @@ class Invocations:
     end_ns: I64
     error: Bools  # the span's final status, propagated errors included
     failing: Bools  # failed by an `errors` fault
+    caught: Bools  # an `errors` fault's exception, caught by the handler (it succeeded, skipping calls)
     hit: Bools  # the fault applies (target service, replica, during the fault)
     echoed: Bools  # a callee the fault's changed requests send down another branch (`faults.Echo`)
     hiccup: npt.NDArray[np.float64]  # slowdown of a noisy service's hiccup, 1 outside

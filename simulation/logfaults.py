@@ -1,7 +1,9 @@
 """A fault's own log evidence, as real code writes it; its size drawn per seed, subtle to gross.
 
 `errors`: the faulty service logs an exception (one or two new ERROR formats, some with a stack
-trace) on a share of its failing requests. `call_structure` (missing call, early return): on a
+trace) on a share of its failing requests; where its handler catches the exception
+(`FaultPlan.caught`), the catch block logs it, at ERROR or WARN, on every request it catches, and
+the handler's code after the throw is not run. `call_structure` (missing call, early return): on a
 share of the changed requests the lines of the skipped code path are not written, and/or a new
 INFO/WARN line says why; where the changed requests send a callee down another branch
 (`faults.Echo`), the callee's lines around the call it skips are not written either. Other
@@ -38,6 +40,7 @@ class FaultLogs:
     lines: npt.NDArray[np.int64]  # (operations of the table, variants); -1 where none
     segment: tuple[float, float] = (np.inf, np.inf)  # call_structure: the skipped code, as span fractions
     announce: bool = False  # call_structure: the new line is written (else only the lines vanish)
+    caught_line: int = -1  # errors: the catch block's line, where the handler catches
 
     @staticmethod
     def none() -> FaultLogs:
@@ -57,7 +60,21 @@ def fault_lines(ct: CompiledTopology, plan: FaultPlan, table: LineTable, rng: np
         op, fmt = np.repeat(ops, variants.shape[0]), np.tile(variants, ops.shape[0])
         lines = np.full((n_ops, variants.shape[0]), -1, np.int64)
         lines[ops] = table.add(op, ct.op_service[op], fmt, LineKind.EXTRA).reshape(ops.shape[0], -1)
-        return FaultLogs(float(rng.uniform(0.05, 1.0)), lines)
+        share = float(rng.uniform(0.05, 1.0))
+        if plan.caught <= 0:
+            return FaultLogs(share, lines)
+        segment = _call_segment(ct.calls[plan.operation].shape[0], plan.call, abort=True)
+        handler = np.array([plan.operation], np.int64)
+        level = int(rng.choice([lf.ERROR, lf.WARN]))
+        caught = table.add(
+            handler,
+            ct.op_service[handler],
+            rng.choice(lf.ids(lf.CAUGHT), 1),
+            LineKind.EXTRA,
+            pos=segment[0],
+            severity=level,
+        )
+        return FaultLogs(share, lines, segment, caught_line=int(caught[0]))
     if plan.change not in (CallChange.MISSING, CallChange.ABORT):
         return FaultLogs.none()
     segment = _call_segment(ct.calls[plan.operation].shape[0], plan.call, plan.change is CallChange.ABORT)
@@ -93,7 +110,10 @@ def _code_between(lines: Lines, op: int, segment: tuple[float, float]) -> Bools:
 
 
 def _changed(plan: FaultPlan, inv: Invocations, evidence: FaultLogs, rng: np.random.Generator) -> Bools:
-    """The requests a call_structure fault's log evidence shows on."""
+    """The requests a call_structure fault's log evidence shows on (an errors fault's: those whose
+    exception its handler caught)."""
+    if plan.fault is Fault.ERRORS:
+        return inv.caught
     changed: Bools = inv.hit & (inv.op == plan.operation) & (rng.random(len(inv)) < evidence.share)
     return changed
 
@@ -143,6 +163,13 @@ def fault_records(
         line = evidence.lines[inv.op[rows], variant]
         rows, line = rows[line >= 0], line[line >= 0]
         frac = rng.uniform(0.2, 1.0, rows.shape[0])
+        if evidence.caught_line >= 0:
+            handled = np.flatnonzero(changed)
+            rows, line = (
+                np.concatenate([rows, handled]),
+                np.concatenate([line, np.full(handled.shape[0], evidence.caught_line)]),
+            )
+            frac = np.concatenate([frac, np.full(handled.shape[0], evidence.segment[0])])
     elif changed.any():
         vanishes = bool(_code_between(lines, plan.operation, evidence.segment).any())
         rows = np.flatnonzero(changed) if evidence.announce or not vanishes else np.zeros(0, np.int64)

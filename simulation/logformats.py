@@ -155,6 +155,21 @@ PERIODIC = _pool(
     "config reloaded (version {hex8})",
     "health check passed in {ms} ms",
 )
+# A handler's catch block: the exception logged (the level is the team's habit, drawn per case)
+# and a fallback returned, some with the exception's class and trace, some only in words.
+CAUGHT = _pool(
+    WARN,
+    "{op}: falling back to defaults after java.lang.IllegalStateException: {word} is not initialised",
+    "failed to enrich request {uuid}, continuing without it: java.lang.NullPointerException",
+    "ignoring error from {op}: {word} is invalid, using default",
+    "recovered from error in {op}: KeyError: 'sku-{id}'; returning an empty result",
+    "{op}: error ignored: strconv.Atoi: parsing {word}: invalid syntax",
+    "could not load {word} for {op}, serving the cached copy",
+    "Exception while handling {op}, using fallback\n"
+    "java.lang.NumberFormatException: For input string: {word}\n"
+    "\tat java.lang.Integer.parseInt(Integer.java:{line})\n"
+    "\tat com.shop.{cls}Impl.handle({cls}Impl.java:{line})",
+)
 
 FORMATS = (
     *HEALTHY,
@@ -167,6 +182,7 @@ FORMATS = (
     *SLOW,
     *NOISE,
     *PERIODIC,
+    *CAUGHT,
 )
 
 

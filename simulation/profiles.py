@@ -24,6 +24,9 @@ Where the ranges come from (none is taken from rca's evidence code):
   chance; self time grows with load at an exponent between near-flat (ample headroom) and steep
   (contention); one-way network time is 0.1-1 ms, in-rack to across zones; 0.05-1 % of remote
   calls fail at first (a reset connection, a restarting pod) and are retried;
+- caught exceptions: a handler that catches what it throws logs it (at ERROR, or at WARN where the
+  team reads it as handled) and returns a fallback, so the request succeeds without the calls the
+  rest of the handler would have made; some code paths rethrow instead;
 - queues: vLLM's waiting time ranges from milliseconds (idle) to seconds (saturated); a working
   priority scheduler lets urgent requests wait 10-80 % of what ordinary ones wait.
 """
@@ -85,6 +88,8 @@ class Profile:
     # fault sizes
     slowdown: Range  # latency and LLM faults: the factor in the class's own quantity
     error_share: Range
+    caught_chance: float  # errors: the faulty handler catches its exception (else it rethrows)
+    caught_share: Range  # and then, on this share of its failing requests
     call_share: Range  # call_structure: share of the operation's requests changed
     # LLM serving layout and levels
     tp_weights: tuple[tuple[int, float], ...]
@@ -131,6 +136,8 @@ DEFAULT = Profile(
     mesh_variant=0,
     slowdown=Range(1.3, 12.0),
     error_share=Range(0.02, 0.6),
+    caught_chance=0.4,
+    caught_share=Range(0.3, 1.0, log=False),
     call_share=Range(0.15, 1.0),
     tp_weights=((2, 0.3), (4, 0.45), (8, 0.25)),
     two_replicas=0.35,
@@ -175,6 +182,8 @@ SHIFTED = Profile(
     mesh_variant=1,
     slowdown=Range(1.25, 16.0),
     error_share=Range(0.015, 0.8),
+    caught_chance=0.5,
+    caught_share=Range(0.15, 1.0, log=False),
     call_share=Range(0.1, 1.0),
     tp_weights=((2, 0.2), (4, 0.3), (8, 0.5)),
     two_replicas=0.6,

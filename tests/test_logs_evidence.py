@@ -16,7 +16,15 @@ from rca.graph.view import Window, graph_between
 from rca.incidents.topology import topology_between
 from rca.telemetry.builder import SpanBatchBuilder
 from rca.telemetry.faults import Fault
-from rca.telemetry.logs import SEVERITY_ERROR, LogBatch, infer_severity, log_service, severity_of_body, structured
+from rca.telemetry.logs import (
+    SEVERITY_ERROR,
+    SEVERITY_WARN,
+    LogBatch,
+    infer_severity,
+    log_service,
+    severity_of_body,
+    structured,
+)
 from tests.spanfactory import T0, sid, tid
 
 WINDOW_NS = 10 * 10**9
@@ -42,7 +50,8 @@ def _logs(rows: list[tuple[int, str, int, int, str]]) -> LogBatch:
 def _case(fault: str | None, logs: bool = True) -> tuple[ServiceGraph, NodeEvidence]:
     """`frontend` calls `cart` and `shipping` on every request; each service logs two lines per
     call. From `FAULTY_FROM` on, `fault` changes what `cart` logs: "return" stops writing its
-    second line (an early return), "exception" writes an ERROR line with a stack trace instead."""
+    second line (an early return), "exception" writes an ERROR line with a stack trace instead,
+    "caught" a WARN line naming the exception it caught (and returns a fallback)."""
     spans = SpanBatchBuilder()
     rows: list[tuple[int, str, int, int, str]] = []
     span = 1
@@ -64,6 +73,11 @@ def _case(fault: str | None, logs: bool = True) -> tuple[ServiceGraph, NodeEvide
                 if callee == "cart" and faulty and fault == "exception":
                     trace = "java.lang.IllegalStateException: cart broken\n\tat c.Cart.load(Cart.java:57)"
                     rows.append((start + 10**6 + 2, callee, child, SEVERITY_ERROR, trace))
+                elif callee == "cart" and faulty and fault == "caught":
+                    caught = (
+                        f"cart: no items for u{k}, using an empty cart: java.lang.IllegalStateException: cart broken"
+                    )
+                    rows.append((start + 10**6 + 2, callee, child, SEVERITY_WARN, caught))
                 elif not (callee == "cart" and faulty and fault == "return"):
                     rows.append((start + 10**6 + 2, callee, child, 9, f"{callee}: returned {k + 3} items in {k}.5 ms"))
     graph = ServiceGraph(retention_seconds=3600.0)
@@ -106,6 +120,16 @@ def test_templates_are_stable_and_bounded() -> None:
         ]
     )
     assert len(miner) <= 50
+
+
+def test_a_template_names_an_exception_where_its_bodies_did_even_once_drain_masked_it() -> None:
+    miner = TemplateMiner()
+    caught = miner.ids(
+        [f"order {i} failed: {e}" for i, e in enumerate(("NullPointerException", "IllegalStateException"))]
+    )
+    plain = miner.ids(["user 1 logged in", "cache warmed in 5 ms"])
+    assert caught[0] == caught[1] and miner.text(int(caught[0])) == "order <*> failed: <*>"
+    assert miner.exceptions(np.array([caught[0], *plain])).tolist() == [True, False, False]
 
 
 def test_a_long_body_cut_anywhere_keeps_its_template() -> None:
@@ -248,6 +272,15 @@ def test_an_exception_shows_as_a_new_error_template_and_error_rate() -> None:
     assert evidence.signal[i][j].startswith("log.")
     assert evidence.score[i, j] > 3.0
     assert np.nan_to_num(evidence.score[evidence.index("shipping"), j]) < 1.0
+
+
+def test_a_caught_exception_logged_as_a_warning_is_error_evidence() -> None:
+    """Contract section 7: new exception templates point to `errors`, whatever their level."""
+    _, evidence = _case("caught")
+    i, j = evidence.index("cart"), F[Fault.ERRORS]
+    assert evidence.signal[i][j].startswith("log.template_new:cart:get: cart: no items for")
+    assert evidence.score[i, j] > 3.0
+    assert not evidence.signal[i][F[Fault.CALL_STRUCTURE]].startswith("log.template_new")
 
 
 def test_healthy_logs_add_no_evidence() -> None:

@@ -17,6 +17,7 @@ from rca.telemetry.spans import SpanBatch
 from simulation import SCENARIOS, SimulatedCase, simulate
 from simulation.calltree import expand
 from simulation.faults import CallChange, Echo, FaultPlan
+from simulation.invocations import SEQ
 from simulation.scenarios import compiled
 
 SECOND = 1_000_000_000
@@ -280,3 +281,20 @@ def test_a_code_defects_changed_requests_send_its_callee_down_another_branch() -
     called = np.bincount(parent[its_call], minlength=len(tree.op)) > 0
     assert not called[tree.echoed].any()  # the skipped call
     assert called[reached & ~tree.echoed].all()  # made on every other request (p = 1)
+
+
+def test_a_caught_exception_skips_the_handlers_later_calls_on_the_requests_it_catches() -> None:
+    # frontend's GET /product/{id} makes its six calls on every request; an errors fault failing
+    # half of them is caught on 80 % of those, before the third call.
+    ct = compiled("boutique")
+    op = ct.op_index[("frontend", "GET /product/{id}")]
+    where = ("frontend", "frontend", ct.service_index["frontend"], 0, SECOND)
+    plan = FaultPlan(Fault.ERRORS, *where, 0.5, operation=op, call=2, caught=0.8)
+    tree = expand(ct, None, np.random.default_rng(7), np.full(2000, op), np.zeros(2000, np.int64), caught=plan)
+    roots = np.flatnonzero(tree.parent < 0)
+    assert 0.35 < tree.caught[roots].mean() < 0.45 and not tree.caught[tree.parent >= 0].any()
+    child = (tree.parent >= 0) & (tree.parent < roots.shape[0])  # the roots' own calls
+    calls = np.zeros((roots.shape[0], len(ct.calls[op])), np.bool_)
+    calls[tree.parent[child], tree.seq[child] // SEQ] = True
+    assert calls[tree.caught[roots]].sum(axis=1).tolist() == [2] * int(tree.caught[roots].sum())
+    assert calls[tree.caught[roots]][:, :2].all() and calls[~tree.caught[roots]].all()

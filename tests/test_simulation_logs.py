@@ -15,7 +15,7 @@ from rca.graph.accumulators import LogSum
 from rca.graph.logtemplates import mask_bodies
 from rca.graph.series import window_series
 from rca.graph.service_graph import ServiceGraph
-from rca.telemetry.logs import SEVERITY_ERROR, SEVERITY_WARN, LogBatch, concat_logs
+from rca.telemetry.logs import SEVERITY_ERROR, SEVERITY_WARN, LogBatch, concat_logs, names_exception
 from rca.telemetry.spans import KIND_SERVER, SpanBatch
 from simulation import SCENARIOS, SimulatedCase, simulate
 from simulation.scenarios import compiled
@@ -32,7 +32,7 @@ class Phase:
     """One service's records and SERVER spans in a time range."""
 
     templates: collections.Counter[str]
-    errors: frozenset[str]  # templates written at ERROR severity or above
+    errors: frozenset[str]  # templates written at ERROR severity or above, or naming an exception
     records: int
     spans: int
 
@@ -46,7 +46,8 @@ def records(c: SimulatedCase) -> tuple[LogBatch, np.ndarray, np.ndarray]:
 def phase(c: SimulatedCase, service: str, lo: int, hi: int) -> Phase:
     logs, templates, names = records(c)
     mine = (names == service) & (logs.time_ns >= lo) & (logs.time_ns < hi)
-    errors = frozenset(templates[mine & (logs.severity >= SEVERITY_ERROR)].tolist())
+    exception = np.array([names_exception(t) for t in templates], np.bool_)
+    errors = frozenset(templates[mine & ((logs.severity >= SEVERITY_ERROR) | exception)].tolist())
     s = spans(c)
     server = (np.asarray(s.strings, object)[s.service] == service) & (s.kind == KIND_SERVER)
     count = int((server & (s.start_ns >= lo) & (s.start_ns < hi)).sum())
@@ -111,7 +112,8 @@ def test_healthy_noisy_services_warn_and_err_in_the_baseline() -> None:
 
 @pytest.mark.parametrize("scenario", ["boutique-errors", "llm-errors", "mesh200-errors", "boutique-errors-partial"])
 def test_errors_root_writes_error_templates_the_baseline_rarely_has(scenario: str) -> None:
-    """New error templates, or ones background errors wrote now and then, three times as often."""
+    """New error or exception templates, or ones background errors wrote now and then, three
+    times as often."""
     for seed in strong_seeds(scenario, 0.1, 3):
         c = case(scenario, seed)
         before, during = before_during(c, c.truth.service)
@@ -164,7 +166,7 @@ def test_latency_writes_no_new_error_templates_at_the_root(scenario: str) -> Non
 
 def test_magnitudes_differ_across_seeds() -> None:
     exception_share, volume = [], []
-    for seed in range(1, 6):
+    for seed in range(1, 9):
         c = case("llm-errors", seed)
         before, during = before_during(c, c.truth.service)
         s = spans(c)

@@ -3,9 +3,10 @@
 Per node, the share of its records at error severity is a rate like a span error rate. Per node
 (or per node-operation, where most of the node's records joined to their spans) each template's
 share of the records (of the node's non-error records, for a non-error template) is a row of its
-own, tested both ways: a template that appears (new against
-the baseline), one that vanishes (a code path no longer taken) and one whose share moves (the mix
-shifted). Error templates that rise are `errors` evidence; every other template move is
+own, tested both ways: a template that appears (new against the baseline), one that vanishes (a
+code path no longer taken) and one whose share moves (the mix shifted). Error templates (mostly
+at error severity, or naming an exception at any level: a caught exception logged as a warning
+is still an exception) that rise are `errors` evidence; every other template move is
 `call_structure` evidence. Each row's Welch statistic is capped by a binomial count test, as span
 error rates are, because a template seen a handful of times is not a 5-sigma shift.
 """
@@ -43,6 +44,14 @@ class LogExtractor(Protocol):
     def op_name(self, nodeop: int) -> str: ...
 
 
+class TemplateTexts(Protocol):
+    """What log rows need of the template miner (`rca.graph.logtemplates.TemplateMiner`)."""
+
+    def text(self, template: int) -> str: ...
+
+    def exceptions(self, templates: Index) -> npt.NDArray[np.bool_]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class LogRows:
     """Log rows of the two classes logs point to."""
@@ -57,14 +66,17 @@ def _template_rows(
     group_node: Callable[[Index], Index],
     group_name: Callable[[int], str],
     text: Callable[[int], str],
+    exceptions: Callable[[Index], npt.NDArray[np.bool_]],
 ) -> tuple[Rows, npt.NDArray[np.bool_]]:
     """One row per (group, template): an error template's share of the group's records per
     window, any other template's share of the group's other records (so that an error burst
-    does not read as a change of code path), tested both ways; and which rows are error templates."""
+    does not read as a change of code path), tested both ways; and which rows are error templates
+    (most of their records at error severity, or naming an exception at any level)."""
     group = high(table.keys)
     groups, row_group = np.unique(group, return_inverse=True)
     records = table.sums[:, :, LogSum.RECORDS]
     error = table.sums[:, :, LogSum.ERRORS].sum(axis=1) > ERROR_TEMPLATE_SHARE * records.sum(axis=1)
+    error |= exceptions(low(table.keys))
     every = sum_rows(row_group, records, groups.shape[0])[row_group]
     ordinary = sum_rows(row_group, records * ~error[:, None], groups.shape[0])[row_group]
     totals = np.where(error[:, None], every, ordinary)
@@ -117,10 +129,14 @@ def _distinct_series(table: Table) -> npt.NDArray[np.bool_]:
 
 
 def log_rows(
-    x: LogExtractor, logs: Table, log_ops: Table, node_name: Callable[[int], str], text: Callable[[int], str]
+    x: LogExtractor,
+    logs: Table,
+    log_ops: Table,
+    node_name: Callable[[int], str],
+    templates: TemplateTexts,
 ) -> LogRows:
     """The `errors` and `call_structure` rows of the log tables (`rca.graph.series.WindowSeries.logs`
-    and `.log_ops`); `text` names a template id."""
+    and `.log_ops`); `templates` names template ids and tells which name exceptions."""
     if logs.keys.shape[0] == 0:
         empty = x.rows([], 0, 0.0)
         return LogRows(empty, empty)
@@ -138,8 +154,9 @@ def log_rows(
     position = np.searchsorted(nodes, x.node_of[high(log_ops.keys)])
     joined = sum_rows(position, log_ops.sums[:, :, LogSum.RECORDS].sum(axis=1), nodes.shape[0])
     per_op = nodes[joined > JOINED_SHARE * records.sum(axis=1)]
-    by_node, node_error = _template_rows(x, logs, lambda g: g, node_name, text)
-    by_op, op_error = _template_rows(x, log_ops, lambda g: x.node_of[g], x.op_name, text)
+    text, exceptions = templates.text, templates.exceptions
+    by_node, node_error = _template_rows(x, logs, lambda g: g, node_name, text, exceptions)
+    by_op, op_error = _template_rows(x, log_ops, lambda g: x.node_of[g], x.op_name, text, exceptions)
     use_node = ~np.isin(by_node.node, per_op) & _distinct_series(logs)
     use_op = np.isin(by_op.node, per_op) & _distinct_series(log_ops)
     rising_errors = [  # an error template that falls is no fault's evidence

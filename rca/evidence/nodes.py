@@ -70,7 +70,7 @@ def _class_rows(x: SpanExtractor) -> dict[Fault, tuple[Rows, bool]]:
     """Rows per fault class, and whether the class gets the multiple-testing allowance."""
     llm = llm_rows(x)
     latency, errors = x.latency_and_errors(llm.latency)
-    logs = log_rows(x, x.series.logs, x.series.log_ops, x.names.nodes.__getitem__, x.templates.text)
+    logs = log_rows(x, x.series.logs, x.series.log_ops, x.names.nodes.__getitem__, x.templates)
     rows = {
         Fault.LATENCY: (latency, True),
         Fault.ERRORS: (merge_rows(errors, logs.errors), True),

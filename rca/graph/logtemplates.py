@@ -23,6 +23,8 @@ import numpy.typing as npt
 from drain3.drain import Drain
 from numba import njit
 
+from rca.telemetry.logs import names_exception
+
 PARAM = "<*>"
 TEMPLATE_SHARE = 4  # a template is the masked body's first max_chars / 4 (module docstring)
 _QUOTED = (re.compile(r'"[^"\n]*"'), re.compile(r"'[^'\n]*'"))
@@ -107,6 +109,7 @@ class TemplateMiner:
         )
         self._cache: dict[str, int] = {}
         self._texts: dict[int, str] = {}
+        self._exceptions: set[int] = set()  # templates some body of which named an exception
 
     def ids(self, bodies: Sequence[str]) -> npt.NDArray[np.int64]:
         """The template id of each body (ids start at 1)."""
@@ -120,6 +123,8 @@ class TemplateMiner:
                 cluster, _ = self._drain.add_log_message(m)
                 t = int(cluster.cluster_id)
                 self._texts[t] = cluster.get_template()
+                if names_exception(m):
+                    self._exceptions.add(t)
                 if len(cache) >= self.cache_size:
                     self._forget()
                 cache[m] = t
@@ -136,6 +141,7 @@ class TemplateMiner:
         self._cache.clear()
         live = self._drain.id_to_cluster
         self._texts = {t: text for t, text in self._texts.items() if t in live}
+        self._exceptions = {t for t in self._exceptions if t in live}
 
     def text(self, template: int) -> str:
         """The template's text (its latest form), or `#id` once it is forgotten."""
@@ -144,6 +150,12 @@ class TemplateMiner:
             text: str = cluster.get_template()
             return text
         return self._texts.get(template, f"#{template}")
+
+    def exceptions(self, templates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether each template's bodies named an exception (`rca.telemetry.logs.names_exception`):
+        read from the bodies, since Drain may since have masked the exception's class in the text."""
+        named = self._exceptions
+        return np.fromiter((t in named for t in templates.tolist()), np.bool_, templates.shape[0])
 
     def __len__(self) -> int:
         """Templates Drain holds now."""

@@ -52,6 +52,9 @@ _BODY_ERROR = re.compile(
     r"Exception\b|Traceback \(most recent|(?:^|\n)\s+at \S+\(|^Caused by: |^\s*\.\.\. \d+ more"
     r"|^\s+File \".*\", line \d+"
 )
+# an exception's class (`NullPointerException`, `KeyError`), a Python traceback or a Go panic,
+# on one line: what makes a template an error template whatever level it was logged at
+_EXCEPTION = re.compile(r"\w(?:Exception|Error)\b|Traceback \(most recent|\bpanic: ")
 _BODY_WARN = re.compile(r"\bWARN(?:ING)?\b", re.IGNORECASE)
 _BODY_ERROR_WORD = re.compile(r"\b(?:error|fatal|critical)\b", re.IGNORECASE)
 # A structured logger's line (zap, logrus, bunyan, pino, logback's JSON encoder, structlog) or a
@@ -167,6 +170,11 @@ def severity_of_body(body: str) -> int:
     if _BODY_WARN.search(body[:200]):
         return SEVERITY_WARN
     return 9
+
+
+def names_exception(body: str) -> bool:
+    """Whether a body (or a template) names an exception, a traceback or a panic."""
+    return _EXCEPTION.search(body) is not None
 
 
 def structured(body: str) -> tuple[str, str]:
