@@ -283,6 +283,28 @@ def test_a_caught_exception_logged_as_a_warning_is_error_evidence() -> None:
     assert not evidence.signal[i][F[Fault.CALL_STRUCTURE]].startswith("log.template_new")
 
 
+def test_lines_a_failure_leaves_unwritten_are_its_evidence_not_a_changed_code_path() -> None:
+    """A worker writes two lines per event, the second only on success; from `FAULTY_FROM` half
+    its events fail with an error line in place of the second. The second line's share of the
+    ordinary records falls and the first's rises, both as far as the failures explain."""
+    graph, _ = _case(None)
+    rows = []
+    for window in range(WINDOWS):
+        for k in range(3 * CALLS):
+            t = T0 + window * WINDOW_NS + k * (WINDOW_NS // (3 * CALLS)) + 3
+            rows.append((t, "mailer-worker", 0, 9, f"consumed message {k} from queue mail-{k % 4}"))
+            if window >= FAULTY_FROM and k % 2 == 0:
+                rows.append((t + 1, "mailer-worker", 0, SEVERITY_ERROR, f"failed to send mail {k}: connection reset"))
+            else:
+                rows.append((t + 1, "mailer-worker", 0, 9, f"mail {k} sent in {k % 9} ms"))
+    graph.add_logs(_logs(rows))
+    end = T0 + WINDOWS * WINDOW_NS
+    evidence = extract_evidence(graph, start_ns=end - 300 * 10**9, end_ns=end)
+    i = evidence.index("mailer-worker")
+    assert evidence.score[i, F[Fault.ERRORS]] > 3.0
+    assert np.nan_to_num(evidence.score[i, F[Fault.CALL_STRUCTURE]]) < 1.0
+
+
 def test_healthy_logs_add_no_evidence() -> None:
     _, evidence = _case(None)
     for j in (F[Fault.ERRORS], F[Fault.CALL_STRUCTURE]):

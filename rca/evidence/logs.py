@@ -102,7 +102,35 @@ def _template_rows(
         moved = np.flatnonzero(rows.score != 0)
         capped = binomial_score(rows.shift, moved, totals[moved], lower=rows.score[moved] < 0)
         rows.score[moved] = np.sign(rows.score[moved]) * np.minimum(np.abs(rows.score[moved]), capped)
+        _explain_by_failures(x, rows, error, records, every, every - ordinary, floor, group_node(group))
     return rows, error
+
+
+def _explain_by_failures(
+    x: LogExtractor,
+    rows: Rows,
+    error: npt.NDArray[np.bool_],
+    records: Array,
+    every: Array,
+    failures: Array,
+    floor: Array,
+    node: Index,
+) -> None:
+    """A line whose share of its group's ordinary records moves no further than failures explain
+    is a failure's evidence, not a changed code path: a request that fails before its last line
+    writes its error line in place of that one, so the last line falls and the lines every
+    request writes rise. Each moved line's score (in place) is at most how far it moves with the
+    error records (`failures`, per window) counted in: as lines of its own where it fell, as
+    other lines where it rose."""
+    moved = np.flatnonzero((rows.score != 0) & ~error)
+    if moved.shape[0] == 0:
+        return
+    fell = rows.score[moved] < 0
+    as_if = per_window_mean(records[moved] + fell[:, None] * failures[moved], every[moved])
+    label = Labels("", np.arange(moved.shape[0], dtype=np.int64))
+    explained = x.rows([(node[moved], as_if, every[moved], label)], 0, floor[moved]).score
+    sign = np.sign(rows.score[moved])
+    rows.score[moved] = sign * np.minimum(np.abs(rows.score[moved]), np.maximum(sign * explained, 0.0))
 
 
 def _select(rows: Rows, keep: npt.NDArray[np.bool_], score: Array) -> Rows:
