@@ -97,7 +97,7 @@ class FaultPlan:
     mode: Mode = Mode.NONE
     echo: Echo | None = None  # call_structure: a callee whose path the changed requests change
     # errors: the share of failing requests at `operation` whose handler catches the exception,
-    # logs it and returns a fallback, skipping its calls from `call` on (`caught_exception`)
+    # logs it and returns a fallback, skipping its calls from `call` on (`_caught_exception`)
     caught: float = 0.0
 
     def active(self, t_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
@@ -169,10 +169,10 @@ def plan_fault(
     name = ct.services[target]
     mode = Mode.STARVED if fault is Fault.LATENCY and rng.random() < STARVED_SHARE else Mode.NONE
     plan = FaultPlan(fault, name, name, target, inject_ns, end_ns, size, variant, instance, mode=mode)
-    return caught_exception(ct, plan, rng, profile) if fault is Fault.ERRORS else plan
+    return _caught_exception(ct, plan, rng, profile) if fault is Fault.ERRORS else plan
 
 
-def caught_exception(ct: CompiledTopology, plan: FaultPlan, rng: np.random.Generator, profile: Profile) -> FaultPlan:
+def _caught_exception(ct: CompiledTopology, plan: FaultPlan, rng: np.random.Generator, profile: Profile) -> FaultPlan:
     """For `profile.caught_chance` of errors faults, the handler that catches the exception: one
     of the service's busiest server operations, the call it throws before, and on what share of
     its failing requests it catches."""
