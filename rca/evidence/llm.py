@@ -219,7 +219,20 @@ def _served_tokens(x: LlmExtractor, nodes: Index) -> Array:
     owner = np.asarray(x.names.owners, np.int64)[nodes]
     serves = (owner[:, None] == low(pairs)[None, :]).astype(np.float64)
     served: Array = serves @ sums[np.searchsorted(sources, high(pairs)), :, SignalSum.SUM]
+    served[:, served.shape[1] - _running_windows(x) :] = 0.0  # no observation: see `_running_windows`
     return served
+
+
+def _running_windows(x: LlmExtractor) -> int:
+    """The newest windows whose requests may still be running: twice the engines' longest mean
+    request (e2e) time. A request's tokens arrive with its span when it ends, its GPU work with
+    forward spans that end before it, so in those windows the GPU's time per token served would
+    rise with the requests still in flight, fault or none."""
+    nodes, s = _by_signal(x.series.signals, Signal.E2E_LATENCY)
+    if nodes.shape[0] == 0:
+        return 0
+    mean_s = s[:, :, SignalSum.SUM].sum(axis=1) / np.maximum(s[:, :, SignalSum.COUNT].sum(axis=1), 1.0)
+    return min(int(np.ceil(2.0 * float(mean_s.max()) * 1e9 / x.series.window_ns)), x.series.windows)
 
 
 def _gpu_compute(x: LlmExtractor) -> tuple[Index, Array, Array]:
