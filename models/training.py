@@ -21,7 +21,7 @@ from models.fitting import Case
 from rca.evidence.nodes import NETWORK_MIN_SCORE, extract_evidence
 from rca.graph.service_graph import ServiceGraph
 from rca.telemetry.alerts import parse_rfc3339_ns
-from simulation import SCENARIOS, Truth, simulate
+from simulation import SCENARIOS, SimulatedCase, Truth, simulate
 from simulation.scenarios import parse
 
 CASES_PER_CLASS = 30
@@ -46,26 +46,33 @@ def training_case(
     return simulated_case(scenario, seed, every_network_node=every_network_node, profile=profile, style=style)[0]
 
 
+def replayed(case: SimulatedCase) -> tuple[ServiceGraph, int]:
+    """What the benchmark replays before the case's webhook (the spans that ended, the log records
+    and data points written, up to `REPLAY_PAST_ALERT_NS` past its first alert) as a graph, and
+    the first alert's time."""
+    alert_ns = min(parse_rfc3339_ns(str(a["startsAt"])) or 0 for w in case.webhooks for a in w["alerts"])  # type: ignore[attr-defined]
+    cut_ns = alert_ns + REPLAY_PAST_ALERT_NS
+    graph = ServiceGraph(retention_seconds=3600.0)
+    for batch in case.batches:
+        graph.add(batch.ended_before(cut_ns))
+    for logs in case.logs:
+        graph.add_logs(logs.select(logs.time_ns < cut_ns))
+    for points in case.metrics:
+        graph.add_metrics(points.select(points.time_ns < cut_ns))
+    return graph, alert_ns
+
+
 def simulated_case(
     scenario: str, seed: int, *, every_network_node: bool = False, profile: str = "default", style: str = "conventions"
 ) -> tuple[Case, Truth]:
     """`training_case` with the simulation's whole truth (`Truth.roots`: both roots of an
     overlapping-fault scenario), for held-out scoring (`benchmarks.heldout`)."""
     case = simulate(scenario, seed=seed, profile=profile, style=style)
-    graph = ServiceGraph(retention_seconds=3600.0)
-    alert_ns = min(parse_rfc3339_ns(str(a["startsAt"])) or 0 for w in case.webhooks for a in w["alerts"])  # type: ignore[attr-defined]
-    cut_ns = alert_ns + REPLAY_PAST_ALERT_NS
-    for batch in case.batches:  # what the benchmark replays before its webhook: spans ended, logs, data points
-        graph.add(batch.ended_before(cut_ns))
-    for logs in case.logs:
-        graph.add_logs(logs.select(logs.time_ns < cut_ns))
-    for points in case.metrics:
-        graph.add_metrics(points.select(points.time_ns < cut_ns))
-    end_ns = graph.newest_ns + 1
+    graph, alert_ns = replayed(case)
     evidence = extract_evidence(
         graph,
         start_ns=alert_ns - LOOKBACK_NS,
-        end_ns=end_ns,
+        end_ns=graph.newest_ns + 1,
         history_ns=HISTORY_NS,
         network_min_score=0.0 if every_network_node else NETWORK_MIN_SCORE,
     )

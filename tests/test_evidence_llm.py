@@ -15,14 +15,13 @@ import numpy.typing as npt
 import pytest
 
 from models.structure import Relation, evidence_structure
-from models.training import REPLAY_PAST_ALERT_NS, simulated_case
+from models.training import replayed, simulated_case
 from rca.evidence.llm import LLM_CLASSES, llm_rows
 from rca.evidence.nodes import F, NodeEvidence, extract_evidence
 from rca.evidence.spanrows import MIN_BASELINE_WINDOWS, SpanExtractor
 from rca.graph.accumulators import OpSum
 from rca.graph.series import window_series
 from rca.graph.service_graph import ServiceGraph
-from rca.telemetry.alerts import parse_rfc3339_ns
 from rca.telemetry.builder import SpanBatchBuilder
 from rca.telemetry.conventions import AttrValue
 from rca.telemetry.faults import Fault
@@ -432,14 +431,9 @@ def test_requests_still_running_at_the_cut_do_not_raise_a_gpus_time_per_token() 
     past its first alert, as the benchmark sends it: every GPU per-token row stays quiet
     (up to 14 standard errors before those windows were left out)."""
     case = simulate("llm-nccl_communication", seed=101, profile="shifted", start_ns=1_767_225_600 * 10**9)
-    alert_ns = min(int(parse_rfc3339_ns(str(a["startsAt"])) or 0) for w in case.webhooks for a in w["alerts"])
-    cut = alert_ns + REPLAY_PAST_ALERT_NS
-    graph = ServiceGraph(retention_seconds=3600.0)
-    for batch in case.batches:
-        graph.add(batch.ended_before(cut))
-    x = SpanExtractor(
-        graph, window_series(graph, alert_ns - 300 * 10**9, alert_ns - 300 * 10**9, cut), MIN_BASELINE_WINDOWS
-    )
+    graph, alert_ns = replayed(case)
+    start = alert_ns - 300 * 10**9
+    x = SpanExtractor(graph, window_series(graph, start, start, graph.newest_ns + 1), MIN_BASELINE_WINDOWS)
     rows = x.rows(llm_rows(x).latency, 1, 0.05, log_values=True)
     labels = rows.label_rows(np.arange(rows.node.shape[0]))
     per_token = [s for text, s in zip(labels, rows.score, strict=True) if text == "gpu_time_per_output_token_s"]

@@ -65,8 +65,7 @@ def _template_rows(
     table: Table,
     group_node: Callable[[Index], Index],
     group_name: Callable[[int], str],
-    text: Callable[[int], str],
-    exceptions: Callable[[Index], npt.NDArray[np.bool_]],
+    templates: TemplateTexts,
 ) -> tuple[Rows, npt.NDArray[np.bool_]]:
     """One row per (group, template): an error template's share of the group's records per
     window, any other template's share of the group's other records (so that an error burst
@@ -76,7 +75,7 @@ def _template_rows(
     groups, row_group = np.unique(group, return_inverse=True)
     records = table.sums[:, :, LogSum.RECORDS]
     error = table.sums[:, :, LogSum.ERRORS].sum(axis=1) > ERROR_TEMPLATE_SHARE * records.sum(axis=1)
-    error |= exceptions(low(table.keys))
+    error |= templates.exceptions(low(table.keys))
     every = sum_rows(row_group, records, groups.shape[0])[row_group]
     ordinary = sum_rows(row_group, records * ~error[:, None], groups.shape[0])[row_group]
     totals = np.where(error[:, None], every, ordinary)
@@ -93,7 +92,7 @@ def _template_rows(
         else:
             kind = "template_vanished" if s.observed[row] <= 0 else "template_shift"
         where = group_name(int(group[row]))
-        return f"{PREFIX}{kind}:{where}: {text(int(template[row]))[:TEXT_CHARS]}"
+        return f"{PREFIX}{kind}:{where}: {templates.text(int(template[row]))[:TEXT_CHARS]}"
 
     label = Labels("", np.arange(table.keys.shape[0], dtype=np.int64), name)
     rows = x.rows([(group_node(group), share, totals, label)], 0, floor)
@@ -182,9 +181,8 @@ def log_rows(
     position = np.searchsorted(nodes, x.node_of[high(log_ops.keys)])
     joined = sum_rows(position, log_ops.sums[:, :, LogSum.RECORDS].sum(axis=1), nodes.shape[0])
     per_op = nodes[joined > JOINED_SHARE * records.sum(axis=1)]
-    text, exceptions = templates.text, templates.exceptions
-    by_node, node_error = _template_rows(x, logs, lambda g: g, node_name, text, exceptions)
-    by_op, op_error = _template_rows(x, log_ops, lambda g: x.node_of[g], x.op_name, text, exceptions)
+    by_node, node_error = _template_rows(x, logs, lambda g: g, node_name, templates)
+    by_op, op_error = _template_rows(x, log_ops, lambda g: x.node_of[g], x.op_name, templates)
     use_node = ~np.isin(by_node.node, per_op) & _distinct_series(logs)
     use_op = np.isin(by_op.node, per_op) & _distinct_series(log_ops)
     rising_errors = [  # an error template that falls is no fault's evidence
