@@ -6,9 +6,11 @@ Each simulated scenario of the benchmark (`SIM_SCENARIOS`; with `--style real` t
 the evidence rca sees a minute past its first alert (`models.training.simulated_case`) and ranked
 with the shipped parameters (or `--params`), without the service around it. Scored as `rca
 bench` scores (`benchmarks.accuracy`): AC@k over the ranked services, duplicates dropped; fault@1
-the share whose top cause has a true class; an overlapping-fault (`*-double`) case counts a hit
-where the top cause is either root. Cases are grouped by the true (primary) fault class, and
-each group's mean top-1 probability is set beside its AC@1: calibrated, they agree.
+the share whose top cause has a true class; node@1 the share whose top cause is a root's own node
+(its GPU, host or network where the fault lives there, not only its service); an overlapping-fault
+(`*-double`) case counts a hit where the top cause is either root. Cases are grouped by the true
+(primary) fault class, and each group's mean top-1 probability is set beside its AC@1: calibrated,
+they agree.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Scored:
     fault: str  # the true class (of the primary root)
     truth: tuple[str, ...]  # the root services: two where faults overlap
     place: int | None
+    node_hit: bool  # the top cause is a root's node
     fault_hit: bool  # the top cause has a root's class
     probability: float  # the top cause's; 0 where nothing was ranked
     top_node: str | None
@@ -62,6 +65,7 @@ def score_case(
         fault=truth.fault,
         truth=tuple(dict.fromkeys(r.service for r in truth.roots)),
         place=_position(services, [r.service for r in truth.roots]),
+        node_hit=top is not None and top.node in {r.node for r in truth.roots},
         fault_hit=top is not None and top.fault in {r.fault for r in truth.roots},
         probability=top.probability if top else 0.0,
         top_node=top.node if top else None,
@@ -85,7 +89,7 @@ def evaluate(
 
 
 def summary(scored: Sequence[Scored]) -> dict[str, float]:
-    """cases, AC@1, AC@3, fault@1 and the mean top-1 probability of a group of cases."""
+    """cases, AC@1, AC@3, node@1, fault@1 and the mean top-1 probability of a group of cases."""
     if not scored:
         raise ValueError("no cases to summarise")
     n = len(scored)
@@ -93,6 +97,7 @@ def summary(scored: Sequence[Scored]) -> dict[str, float]:
         "cases": n,
         "AC@1": sum(s.place == 1 for s in scored) / n,
         "AC@3": sum(s.place is not None and s.place <= 3 for s in scored) / n,
+        "node@1": sum(s.node_hit for s in scored) / n,
         "fault@1": sum(s.fault_hit for s in scored) / n,
         "mean_top1_probability": sum(s.probability for s in scored) / n,
     }
@@ -110,12 +115,12 @@ def report(scored: Sequence[Scored], title: str) -> str:
     lines = [
         title,
         "",
-        "| class | cases | AC@1 | AC@3 | fault@1 | mean p@1 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| class | cases | AC@1 | AC@3 | node@1 | fault@1 | mean p@1 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, m in table.items():
         lines.append(
-            f"| {name} | {m['cases']} | {m['AC@1']:.2f} | {m['AC@3']:.2f} | {m['fault@1']:.2f} "
+            f"| {name} | {m['cases']} | {m['AC@1']:.2f} | {m['AC@3']:.2f} | {m['node@1']:.2f} | {m['fault@1']:.2f} "
             f"| {m['mean_top1_probability']:.2f} |"
         )
     p, ac = table["all"]["mean_top1_probability"], table["all"]["AC@1"]

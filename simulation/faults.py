@@ -52,6 +52,7 @@ class Mode(StrEnum):
     MISPLACED = "misplaced"  # numa: the process runs on the other socket from its GPU
     SPILLED = "spilled"  # numa: the process's memory spilled to the remote node
     STARVED = "starved"  # latency: the process is short of CPU, so sending and reading its calls slow too
+    ENGINE = "engine"  # kv: the engine's block table fragments, on every rank alike (vLLM keeps one per engine)
 
 
 class CallChange(StrEnum):

@@ -8,7 +8,8 @@ A rank slowed by its own GPU bandwidth, KV fragmentation or NUMA placement there
 longer while each peer waits inside `nccl:AllReduce` for about its extra compute; the straggler's
 own wait is the shortest. A slow link slows the whole ring's transfers (every rank's collective)
 and, being serialised behind its compute, no longer overlaps its forward; a congested
-point-to-point path shows in that rank's `nccl:Send`. Levels and sizes are drawn per case
+point-to-point path shows in that rank's `nccl:Send`. A KV fault of the whole engine (its one block
+table, `Mode.ENGINE`) slows every rank alike: no rank straggles. Levels and sizes are drawn per case
 (`levels.ServingLevels`); a fault's magnitude is in its class's own quantity (`faults.FaultPlan`).
 """
 
@@ -74,6 +75,10 @@ class _Fault:
         result: Bools = self.hit if self.fault is fault else np.zeros_like(self.hit)
         return result
 
+    def holds(self, rank: int) -> bool:
+        """Whether the fault sits on `rank`: its own, or every rank of an engine-wide fault."""
+        return rank == self.rank or self.mode is Mode.ENGINE
+
 
 def sample_requests(
     levels: ServingLevels,
@@ -110,7 +115,9 @@ def sample_requests(
     r = f.rank
     if r >= 0:
         gpu, kv, numa = f.on(Fault.GPU_MEMORY_BANDWIDTH), f.on(Fault.KV_CACHE_FRAGMENTATION), f.on(Fault.NUMA_MISMATCH)
-        decode[:, r] *= np.where(gpu, f.size, 1.0) * np.where(kv, np.sqrt(f.size), 1.0)
+        decode[:, r] *= np.where(gpu, f.size, 1.0)
+        fragmented = [k for k in range(tp) if f.holds(k)]
+        decode[:, fragmented] *= np.where(kv, np.sqrt(f.size), 1.0)[:, None]
         prefill[:, r] *= np.where(gpu, 1 + 0.2 * (f.size - 1), 1.0)
         host[:, r] *= np.where(numa, f.size, 1.0)
     device = prefill + decode * (1 - levels.host_share)
@@ -210,7 +217,7 @@ def _gpu_signals(
 ) -> dict[Signal, Array]:
     """Nsight-style DRAM, L2 and KV-cache attributes of one rank's `model_forward` spans."""
     n = int(busy.shape[0])
-    mine = rank == f.rank
+    mine = f.holds(rank)
     gpu = f.on(Fault.GPU_MEMORY_BANDWIDTH) & mine
     kv = f.on(Fault.KV_CACHE_FRAGMENTATION) & mine
     noise = levels.noise

@@ -6,10 +6,12 @@ node_exporter deployment tells it: vLLM's own `llm_request` spans and no worker 
 
 The truth names the node where the fault lives as this style's telemetry names it:
 
-- GPU memory bandwidth, KV-cache fragmentation, NCCL: the rank's GPU `gpu:{host}/{rank}`, what
+- GPU memory bandwidth, NCCL: the rank's GPU `gpu:{host}/{rank}`, what
   `rca.telemetry.metrics.place` makes of its DCGM series (`gpu` and `Hostname`), owned by the engine (the
-  series' `exported_pod`). vLLM reports KV-cache usage per engine, not per GPU, yet the fault
-  stays on its rank's GPU; a slow NCCL link is its rank's (that GPU's NVLink counters).
+  series' `exported_pod`); a slow NCCL link is its rank's (that GPU's NVLink counters).
+- KV-cache fragmentation: the engine. vLLM V1 keeps one block table per engine, its blocks on
+  every rank (each holds its share of the heads), and reports KV usage per engine: fragmentation
+  slows every rank alike (`real_physics`), where rca's own conventions let one rank's cache fail.
 - NUMA placement: the host `host:{host}`, whose node_exporter NUMA counters show it; the rank's
   process has no node of its own in this telemetry (no worker spans, one engine pod). Its
   service is the engine, whose GPUs the host holds and whose process is misplaced.
@@ -34,7 +36,7 @@ from simulation.conditions import Conditions
 from simulation.engine_view import EngineView
 from simulation.engines import EngineRequests
 from simulation.exporters import Deployment
-from simulation.faults import LLM_FAULTS, FaultPlan
+from simulation.faults import LLM_FAULTS, FaultPlan, Mode
 from simulation.invocations import Invocations
 from simulation.node_metrics import node_metrics
 from simulation.pod_metrics import pod_metrics
@@ -45,7 +47,7 @@ from simulation.topology import CompiledTopology
 from simulation.traffic import Traffic
 
 STYLES = ("conventions", "real")
-_GPU_FAULTS = (Fault.GPU_MEMORY_BANDWIDTH, Fault.KV_CACHE_FRAGMENTATION, Fault.NCCL_COMMUNICATION)
+_GPU_FAULTS = (Fault.GPU_MEMORY_BANDWIDTH, Fault.NCCL_COMMUNICATION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +57,18 @@ class RealTelemetry:
     attributes: SpanAttributes
 
 
+def real_physics(plan: FaultPlan) -> FaultPlan:
+    """The plan as a real vLLM engine undergoes it: KV fragmentation in its one block table."""
+    return replace(plan, mode=Mode.ENGINE) if plan.fault is Fault.KV_CACHE_FRAGMENTATION else plan
+
+
 def real_root(ct: CompiledTopology, plan: FaultPlan) -> tuple[str, str]:
     """(node, service) of a root as the real-deployment style's telemetry names it."""
     if plan.fault not in LLM_FAULTS or plan.fault is Fault.SCHEDULER_PRIORITY_INVERSION:
         return plan.node, plan.service
     cluster = ct.topology.engines[plan.replica]
+    if plan.fault is Fault.KV_CACHE_FRAGMENTATION:
+        return cluster.engine, cluster.engine
     if plan.fault in _GPU_FAULTS:
         return cluster.gpu_node(plan.rank), cluster.engine
     return f"{HOST_PREFIX}{cluster.host}", cluster.engine

@@ -16,12 +16,12 @@ from simulation.case import Root, SimulatedCase, Truth
 from simulation.columns import chunks
 from simulation.conditions import Conditions
 from simulation.engines import NCCL_OPS
-from simulation.faults import LLM_FAULTS, SECOND, Variant, plan_fault, plan_second_root
+from simulation.faults import LLM_FAULTS, SECOND, FaultPlan, Variant, plan_fault, plan_second_root
 from simulation.generator import generate_invocations
 from simulation.logs import log_chunks, write_logs
 from simulation.mesh import mesh
 from simulation.profiles import PROFILES, Profile, profile_named
-from simulation.real_style import STYLES, metric_chunks, real_root, real_telemetry
+from simulation.real_style import STYLES, metric_chunks, real_physics, real_root, real_telemetry
 from simulation.topologies import LlmLayout, boutique, llm
 from simulation.topology import CompiledTopology
 from simulation.traffic import Hiccups, Traffic
@@ -31,7 +31,7 @@ ANCHOR_NS = 1_767_571_200 * 1_000_000_000  # 2026-01-05T00:00:00Z
 _ANCHOR_SPREAD_S = 30 * 86_400
 _RECOVERY_S = 120  # traffic after the fault, for the resolved notifications
 _LOG_STREAM = 1  # the log writer's own random stream
-_REAL_STREAM = 2  # the real-deployment style's own (the case's physics stay those of the default style)
+_REAL_STREAM = 2  # the real style's own stream (the physics: the conventions style's but for `real_physics`)
 
 TOPOLOGIES = ("llm", "boutique", "mesh200", "mesh1000")
 _GENERIC = (Fault.LATENCY, Fault.ERRORS, Fault.CALL_STRUCTURE)
@@ -133,7 +133,11 @@ def simulate(
     end = inject + int(rng.uniform(210, 270)) * SECOND
     stop = end + _RECOVERY_S * SECOND
     plan = plan_fault(ct, fault, variant, inject, end, rng, drawn)
-    plans = (plan, plan_second_root(ct, plan, stop, rng, drawn)) if variant is Variant.DOUBLE else (plan,)
+    plans: tuple[FaultPlan, ...] = (plan,)
+    if variant is Variant.DOUBLE:
+        plans = (plan, plan_second_root(ct, plan, stop, rng, drawn))
+    if style == "real":
+        plans = tuple(real_physics(p) for p in plans)
     requests = ct.topology.default_rate * drawn.rate_scale.one(rng) if rate is None else rate
     if requests <= 0:
         raise ValueError(f"rate must be positive, got {requests}")

@@ -90,19 +90,22 @@ def test_heldout_prints_a_table_that_a_direct_computation_agrees_with(
     written = json.loads(out.read_text())
     assert written["scenarios"] == ["boutique-errors", "boutique-errors-partial"] and written["seeds"] == [101]
     ranker = BayesianRanker(params=load_params())
-    hits, faults, probabilities = [], [], []
+    hits, nodes, faults, probabilities = [], [], [], []
     for scenario in written["scenarios"]:
         evidence, alerts, node, fault = training_case(scenario, 101)
         causes = ranker.causes(evidence, alerts)
         hits.append(causes[0].service == evidence.services[evidence.index(node)])
+        nodes.append(causes[0].node == node)
         faults.append(causes[0].fault == fault)
         probabilities.append(causes[0].probability)
     overall = written["classes"]["all"]
     assert set(written["classes"]) == {"errors", "all"} and overall["cases"] == 2
     assert overall["AC@1"] == sum(hits) / 2 and overall["fault@1"] == sum(faults) / 2
+    assert overall["node@1"] == sum(nodes) / 2
     assert overall["mean_top1_probability"] == pytest.approx(sum(probabilities) / 2)
     ac1, fault1, p1 = sum(hits) / 2, sum(faults) / 2, sum(probabilities) / 2
-    row = f"| all | 2 | {ac1:.2f} | {overall['AC@3']:.2f} | {fault1:.2f} | {p1:.2f} |"
+    node1 = sum(nodes) / 2
+    row = f"| all | 2 | {ac1:.2f} | {overall['AC@3']:.2f} | {node1:.2f} | {fault1:.2f} | {p1:.2f} |"
     assert row in printed.splitlines()
     assert "held-out evaluation: profile default, seeds 101, 2 cases (2 scenarios)" in printed
     assert ("misses" in printed) == (not all(hits))

@@ -284,7 +284,7 @@ def test_rca_simulate_style_real_writes_metrics_that_read_back(tmp_path: Path) -
         result = decode_metric_file(tmp_path / name)
         assert result.rejected == 0 and len(result.batch) == case.data_points
     truth = json.loads((tmp_path / "truth.json").read_text())
-    assert truth["style"] == "real" and truth["node"].startswith("gpu:gpu-node-")
+    assert truth["style"] == "real" and truth["node"] == truth["service"]  # the engine's KV cache
     document = json.loads((tmp_path / "traces.json").read_text())
     spans = [s for r in document["resourceSpans"] for scope in r["scopeSpans"] for s in scope["spans"]]
     served = [s for s in spans if s["name"] == "llm_request" and s["kind"] == KIND_SERVER]
@@ -306,16 +306,20 @@ def test_the_evaluation_and_the_bench_take_the_real_style_with_its_metrics(gpu_c
     assert all(s.startswith("llm-") for s in REAL_SCENARIOS) and "llm-numa_mismatch-double" in REAL_SCENARIOS
 
 
-def test_an_engines_straggler_gpu_reads_its_kv_cache_where_it_has_none_of_its_own() -> None:
+def test_a_kv_fault_is_its_engines_and_slows_every_rank_alike() -> None:
+    """vLLM V1 keeps one block table per engine, its blocks on every rank: fragmentation is the
+    engine's, no rank straggles, and the engine's own KV series read it (its GPUs have none)."""
+    case = _real("llm-kv_cache_fragmentation", lambda r: r.magnitude > 3)
+    assert case.truth.node == case.truth.service and case.truth.service.startswith("vllm-engine")
+    assert case.truth.roots[0].mode == "engine"
+    dram = _before_during(case, "DCGM_FI_PROF_DRAM_ACTIVE")
+    rises = [during / before for before, during in dram.values()]
+    assert min(rises) > 1.1 and max(rises) < 1.1 * min(rises)  # alike: none waits for another
     kv = list(Fault).index(Fault.KV_CACHE_FRAGMENTATION)
-    evidence, _, truth, _ = training_case("llm-kv_cache_fragmentation", 2, style="real")
-    gpus = np.flatnonzero(evidence.lockstep >= 0)
-    assert gpus.shape[0] >= 2
-    straggler = evidence.index(truth)  # the fragmented rank, whose peers wait for it
-    engine = int(evidence.owner[straggler])
-    assert evidence.score[straggler, kv] == evidence.score[engine, kv] > 3
-    assert evidence.signal[straggler][kv] == evidence.signal[engine][kv] != ""
-    assert np.isnan(evidence.score[gpus[gpus != straggler], kv]).all()  # the peers: the engine's, not theirs
+    evidence, _, node, _ = training_case("llm-kv_cache_fragmentation", case.truth.seed, style="real")
+    assert node == case.truth.node and evidence.score[evidence.index(node), kv] > 3
+    assert evidence.signal[evidence.index(node)][kv].startswith("metric.")
+    assert np.isnan(evidence.score[evidence.lockstep >= 0, kv]).all()
     conventions = training_case("llm-kv_cache_fragmentation", 2)[0]  # GPUs with KV span attributes read their own
     own = [i for i, n in enumerate(conventions.nodes) if n.startswith("gpu:")]
     assert own and all(conventions.signal[i][kv].startswith("kv_") for i in own)

@@ -150,7 +150,6 @@ def extract_evidence(
     owner_row, known = find_sorted(present, owners)
     owner_row = np.where(known, owner_row, np.arange(n))
     lockstep = engine_gpus(graph.names, present)
-    _engine_cache_on_gpus((score, observed, baseline, onset), labels, lockstep, owner_row)
     return NodeEvidence(
         nodes=tuple(
             names.nodes[i] + NETWORK_SUFFIX if net else names.nodes[i]
@@ -170,32 +169,6 @@ def extract_evidence(
         lockstep=lockstep,
         engine=request_timers(x, present),
     )
-
-
-def _engine_cache_on_gpus(
-    columns: tuple[Array, Array, Array, Index], labels: list[list[str]], lockstep: Index, owner: Index
-) -> None:
-    """The straggler GPU of an engine, with no KV-cache reading of its own, reads its engine's (in
-    place): vLLM reports one KV cache per engine, its blocks on every rank, so a rank its peers wait
-    for can be read as a KV-cache fault where its engine shows one. The straggler is the GPU of its
-    lockstep group whose bandwidth score is the group's highest and beyond what the highest of that
-    many healthy GPUs reaches (`_max_expected`); where none is, the engine's KV state stays its own."""
-    grouped = np.flatnonzero(lockstep >= 0)
-    if grouped.shape[0] == 0:
-        return
-    j, b = F[Fault.KV_CACHE_FRAGMENTATION], F[Fault.GPU_MEMORY_BANDWIDTH]
-    score = columns[0]
-    group = lockstep[grouped]
-    stands_out = np.nan_to_num(score[grouped, b])
-    most = np.zeros(int(group.max()) + 1)
-    np.maximum.at(most, group, stands_out)
-    size = np.bincount(group).astype(np.float64)
-    straggler = (stands_out >= most[group]) & (stands_out > _max_expected(size)[group])
-    gpus = grouped[straggler & np.isnan(score[grouped, j]) & ~np.isnan(score[owner[grouped], j])]
-    for column in columns:
-        column[gpus, j] = column[owner[gpus], j]
-    for gpu in gpus.tolist():
-        labels[gpu][j] = labels[int(owner[gpu])][j]
 
 
 def _ownership_pairs(graph: ServiceGraph, measured: Index, pairs: Index) -> Index:
