@@ -123,8 +123,9 @@ def report(scored: Sequence[Scored], title: str) -> str:
             f"| {name} | {m['cases']} | {m['AC@1']:.2f} | {m['AC@3']:.2f} | {m['node@1']:.2f} | {m['fault@1']:.2f} "
             f"| {m['mean_top1_probability']:.2f} |"
         )
-    p, ac = table["all"]["mean_top1_probability"], table["all"]["AC@1"]
-    lines += ["", f"calibration: {calibration_line(p, ac)}"]
+    p, ac, node = table["all"]["mean_top1_probability"], table["all"]["AC@1"], table["all"]["node@1"]
+    # the probability is the top node's: against node@1 it is the node's own calibration
+    lines += ["", f"calibration: {calibration_line(p, ac)}; against node@1 {node:.2f} (gap {abs(p - node):.2f})"]
     misses = [s for s in scored if s.place != 1]
     if misses:
         lines += ["", "misses (place of the truth among the ranked services):"]

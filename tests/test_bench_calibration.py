@@ -108,6 +108,7 @@ def test_heldout_prints_a_table_that_a_direct_computation_agrees_with(
     row = f"| all | 2 | {ac1:.2f} | {overall['AC@3']:.2f} | {node1:.2f} | {fault1:.2f} | {p1:.2f} |"
     assert row in printed.splitlines()
     assert "held-out evaluation: profile default, seeds 101, 2 cases (2 scenarios)" in printed
+    assert f"against node@1 {node1:.2f} (gap {abs(p1 - node1):.2f})" in printed
     assert ("misses" in printed) == (not all(hits))
 
 
