@@ -122,14 +122,16 @@ def test_templates_are_stable_and_bounded() -> None:
     assert len(miner) <= 50
 
 
-def test_a_template_names_an_exception_where_its_bodies_did_even_once_drain_masked_it() -> None:
+def test_a_template_reports_an_error_where_its_bodies_did_even_once_drain_masked_it() -> None:
     miner = TemplateMiner()
     caught = miner.ids(
         [f"order {i} failed: {e}" for i, e in enumerate(("NullPointerException", "IllegalStateException"))]
     )
-    plain = miner.ids(["user 1 logged in", "cache warmed in 5 ms"])
+    swallowed = miner.ids(["ignoring error from GetQuote: currency is invalid, using default"])
+    plain = miner.ids(["user 1 logged in", "cache warmed in 5 ms", "0 errors in 12 batches"])
     assert caught[0] == caught[1] and miner.text(int(caught[0])) == "order <*> failed: <*>"
-    assert miner.exceptions(np.array([caught[0], *plain])).tolist() == [True, False, False]
+    reported = miner.error_reports(np.array([caught[0], swallowed[0], *plain])).tolist()
+    assert reported == [True, True, False, False, False]
 
 
 def test_a_long_body_cut_anywhere_keeps_its_template() -> None:

@@ -15,7 +15,7 @@ from rca.graph.accumulators import LogSum
 from rca.graph.logtemplates import mask_bodies
 from rca.graph.series import window_series
 from rca.graph.service_graph import ServiceGraph
-from rca.telemetry.logs import SEVERITY_ERROR, SEVERITY_WARN, LogBatch, concat_logs, names_exception
+from rca.telemetry.logs import SEVERITY_ERROR, SEVERITY_WARN, LogBatch, concat_logs, reports_error
 from rca.telemetry.spans import KIND_SERVER, SpanBatch
 from simulation import SCENARIOS, SimulatedCase, simulate
 from simulation.scenarios import compiled
@@ -32,7 +32,7 @@ class Phase:
     """One service's records and SERVER spans in a time range."""
 
     templates: collections.Counter[str]
-    errors: frozenset[str]  # templates written at ERROR severity or above, or naming an exception
+    errors: frozenset[str]  # templates written at ERROR severity or above, or reporting an error
     records: int
     spans: int
 
@@ -46,8 +46,8 @@ def records(c: SimulatedCase) -> tuple[LogBatch, np.ndarray, np.ndarray]:
 def phase(c: SimulatedCase, service: str, lo: int, hi: int) -> Phase:
     logs, templates, names = records(c)
     mine = (names == service) & (logs.time_ns >= lo) & (logs.time_ns < hi)
-    exception = np.array([names_exception(t) for t in templates], np.bool_)
-    errors = frozenset(templates[mine & ((logs.severity >= SEVERITY_ERROR) | exception)].tolist())
+    reported = np.array([reports_error(t) for t in templates], np.bool_)
+    errors = frozenset(templates[mine & ((logs.severity >= SEVERITY_ERROR) | reported)].tolist())
     s = spans(c)
     server = (np.asarray(s.strings, object)[s.service] == service) & (s.kind == KIND_SERVER)
     count = int((server & (s.start_ns >= lo) & (s.start_ns < hi)).sum())

@@ -49,7 +49,7 @@ class TemplateTexts(Protocol):
 
     def text(self, template: int) -> str: ...
 
-    def exceptions(self, templates: Index) -> npt.NDArray[np.bool_]: ...
+    def error_reports(self, templates: Index) -> npt.NDArray[np.bool_]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +70,13 @@ def _template_rows(
     """One row per (group, template): an error template's share of the group's records per
     window, any other template's share of the group's other records (so that an error burst
     does not read as a change of code path), tested both ways; and which rows are error templates
-    (most of their records at error severity, or naming an exception at any level)."""
+    (most of their records at error severity, or reporting an error at any level:
+    `rca.telemetry.logs.reports_error`)."""
     group = high(table.keys)
     groups, row_group = np.unique(group, return_inverse=True)
     records = table.sums[:, :, LogSum.RECORDS]
     error = table.sums[:, :, LogSum.ERRORS].sum(axis=1) > ERROR_TEMPLATE_SHARE * records.sum(axis=1)
-    error |= templates.exceptions(low(table.keys))
+    error |= templates.error_reports(low(table.keys))
     every = sum_rows(row_group, records, groups.shape[0])[row_group]
     ordinary = sum_rows(row_group, records * ~error[:, None], groups.shape[0])[row_group]
     totals = np.where(error[:, None], every, ordinary)
@@ -163,7 +164,7 @@ def log_rows(
     templates: TemplateTexts,
 ) -> LogRows:
     """The `errors` and `call_structure` rows of the log tables (`rca.graph.series.WindowSeries.logs`
-    and `.log_ops`); `templates` names template ids and tells which name exceptions."""
+    and `.log_ops`); `templates` names template ids and tells which report errors."""
     if logs.keys.shape[0] == 0:
         empty = x.rows([], 0, 0.0)
         return LogRows(empty, empty)

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from drain3.drain import Drain
 from numba import njit
 
-from rca.telemetry.logs import names_exception
+from rca.telemetry.logs import reports_error
 
 PARAM = "<*>"
 TEMPLATE_SHARE = 4  # a template is the masked body's first max_chars / 4 (module docstring)
@@ -109,7 +109,7 @@ class TemplateMiner:
         )
         self._cache: dict[str, int] = {}
         self._texts: dict[int, str] = {}
-        self._exceptions: set[int] = set()  # templates some body of which named an exception
+        self._error_reports: set[int] = set()  # templates some body of which reported an error
 
     def ids(self, bodies: Sequence[str]) -> npt.NDArray[np.int64]:
         """The template id of each body (ids start at 1)."""
@@ -123,8 +123,8 @@ class TemplateMiner:
                 cluster, _ = self._drain.add_log_message(m)
                 t = int(cluster.cluster_id)
                 self._texts[t] = cluster.get_template()
-                if names_exception(m):
-                    self._exceptions.add(t)
+                if reports_error(m):
+                    self._error_reports.add(t)
                 if len(cache) >= self.cache_size:
                     self._forget()
                 cache[m] = t
@@ -141,7 +141,7 @@ class TemplateMiner:
         self._cache.clear()
         live = self._drain.id_to_cluster
         self._texts = {t: text for t, text in self._texts.items() if t in live}
-        self._exceptions = {t for t in self._exceptions if t in live}
+        self._error_reports = {t for t in self._error_reports if t in live}
 
     def text(self, template: int) -> str:
         """The template's text (its latest form), or `#id` once it is forgotten."""
@@ -151,10 +151,10 @@ class TemplateMiner:
             return text
         return self._texts.get(template, f"#{template}")
 
-    def exceptions(self, templates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Whether each template's bodies named an exception (`rca.telemetry.logs.names_exception`):
+    def error_reports(self, templates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether each template's bodies reported an error (`rca.telemetry.logs.reports_error`):
         read from the bodies, since Drain may since have masked the exception's class in the text."""
-        named = self._exceptions
+        named = self._error_reports
         return np.fromiter((t in named for t in templates.tolist()), np.bool_, templates.shape[0])
 
     def __len__(self) -> int:

@@ -52,9 +52,10 @@ _BODY_ERROR = re.compile(
     r"Exception\b|Traceback \(most recent|(?:^|\n)\s+at \S+\(|^Caused by: |^\s*\.\.\. \d+ more"
     r"|^\s+File \".*\", line \d+"
 )
-# an exception's class (`NullPointerException`, `KeyError`), a Python traceback or a Go panic,
-# on one line: what makes a template an error template whatever level it was logged at
-_EXCEPTION = re.compile(r"\w(?:Exception|Error)\b|Traceback \(most recent|\bpanic: ")
+# an exception's class (`NullPointerException`, `KeyError`), a Python traceback, a Go panic or
+# the word error ("ignoring error from …", "error ignored: …": one swallowed and logged at WARN):
+# what makes a template an error template whatever level it was logged at
+_ERROR_REPORT = re.compile(r"\w(?:Exception|Error)\b|Traceback \(most recent|\bpanic: |(?i:\berror\b)")
 _BODY_WARN = re.compile(r"\bWARN(?:ING)?\b", re.IGNORECASE)
 _BODY_ERROR_WORD = re.compile(r"\b(?:error|fatal|critical)\b", re.IGNORECASE)
 # A structured logger's line (zap, logrus, bunyan, pino, logback's JSON encoder, structlog) or a
@@ -172,9 +173,10 @@ def severity_of_body(body: str) -> int:
     return 9
 
 
-def names_exception(body: str) -> bool:
-    """Whether a body (or a template) names an exception, a traceback or a panic."""
-    return _EXCEPTION.search(body) is not None
+def reports_error(body: str) -> bool:
+    """Whether a body (or a template) reports an error: names an exception, a traceback or a
+    panic, or says error in words."""
+    return _ERROR_REPORT.search(body) is not None
 
 
 def structured(body: str) -> tuple[str, str]:
