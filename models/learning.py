@@ -166,8 +166,10 @@ def priors(n_faults: int, n_relations: int) -> dict[str, TorchDistribution]:
         "relation_weight_spread": _iid(dist.HalfNormal(_t(2.0)), 2),  # between relations, within one
         "relation_weight_relation": _iid(dist.Normal(_t(0.0), _t(1.0)), k),
         "relation_weight_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), k, f),
-        "relation_loc_shift": _iid(dist.Normal(_t(0.0), _t(1.0)), k),
-        "relation_loc_spread": dist.HalfNormal(_t(1.0)),
+        # a related node's location: the root's, shifted per relation about a shift they share
+        "relation_loc_mean": dist.Normal(_t(0.0), _t(1.0)),
+        "relation_loc_spread": _iid(dist.HalfNormal(_t(1.0)), 2),  # between relations, within one
+        "relation_loc_relation": _iid(dist.Normal(_t(0.0), _t(1.0)), k),
         "relation_loc_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), k, f),
         "temperature": dist.LogNormal(_t(0.0), _t(1.0)),  # type: ignore[no-untyped-call]
         "class_rate_log": _iid(dist.Normal(_t(0.0), _t(1.0)), f),  # relative rates: the prior pins their scale
@@ -181,10 +183,15 @@ def compose(sites: Sites) -> TensorParams:
     activation = (
         sites["activation_mean"][on_diagonal] + sites["activation_spread"][on_diagonal] * sites["activation_offset"]
     )
-    between, within = sites["relation_weight_spread"]
-    per_relation = sites["relation_weight_mean"] + between * sites["relation_weight_relation"]
-    weight = torch.sigmoid(per_relation[:, None] + within * sites["relation_weight_offset"])
-    shift = sites["relation_loc_shift"][:, None] + sites["relation_loc_spread"] * sites["relation_loc_offset"]
+
+    def per_relation(name: str) -> torch.Tensor:  # (relations, F): mean + spreads between and within
+        between, within = sites[f"{name}_spread"]
+        relation = sites[f"{name}_mean"] + between * sites[f"{name}_relation"]
+        grouped: torch.Tensor = relation[:, None] + within * sites[f"{name}_offset"]
+        return grouped
+
+    weight = torch.sigmoid(per_relation("relation_weight"))
+    shift = per_relation("relation_loc")
     return TensorParams(
         healthy_scale=HEALTHY_SCALE_MIN + sites["healthy_scale_excess"],
         tail_weight=sites["tail_weight"],
@@ -227,8 +234,9 @@ def initial_sites(params: HealthParams) -> Sites:
         "relation_weight_spread": _t([1.0, 1.0]),
         "relation_weight_relation": per_relation - per_relation.mean(),
         "relation_weight_offset": weight - per_relation[:, None],
-        "relation_loc_shift": shift,
-        "relation_loc_spread": _t(1.0),
+        "relation_loc_mean": shift.mean(),
+        "relation_loc_spread": _t([1.0, 1.0]),
+        "relation_loc_relation": shift - shift.mean(),
         "relation_loc_offset": relation_loc - loc - shift[:, None],
         "temperature": params.array("temperature", torch),
         "class_rate_log": torch.log(params.array("class_rate", torch)),

@@ -88,7 +88,9 @@ def test_given_cases_apart_the_fit_sets_the_temperature_on_them(cases: dict[int,
     training, apart = cases[TRAINING[0]], cases[HELD_OUT]
     on_own = fit_params(training, HealthParams(), steps=25)
     on_apart = fit_params(training, HealthParams(), calibration_cases=apart, steps=25)
-    assert calibration(apart, on_apart).gap <= 0.02
+    # the tempered likelihood weighs against the untempered prior, so a case's top cause may turn at
+    # a temperature: the gap crosses zero within one case's share of the accuracy
+    assert calibration(apart, on_apart).gap <= 1 / len(apart)
     assert on_apart.temperature != on_own.temperature
     assert replace(on_apart, temperature=on_own.temperature) == on_own
 
