@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import numpy as np
 import pytest
 
 from api.nodegraph import node_frame
 from models.ranker import BayesianRanker
+from models.training import LOOKBACK_NS, replayed
 from rca.evidence.nodes import F, NodeEvidence, extract_evidence
 from rca.graph import service_graph
 from rca.graph.logtemplates import TemplateMiner, mask_bodies
@@ -25,6 +29,8 @@ from rca.telemetry.logs import (
     severity_of_body,
     structured,
 )
+from simulation import SimulatedCase, scenarios, simulate
+from simulation.faults import FaultPlan
 from tests.spanfactory import T0, sid, tid
 
 WINDOW_NS = 10 * 10**9
@@ -327,3 +333,31 @@ def test_masking_keeps_one_line_per_body_when_values_end_and_start_bodies() -> N
     # list-of-parameters rule must not join them across the line break.
     masked = mask_bodies(["took 12", "vllm-engine-1 returned 3", "ok"], 2048)
     assert masked == ["took <*>", "<*> returned <*>", "ok"]
+
+
+def test_calls_a_caught_exception_skips_are_the_errors_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rag-retriever's busiest operation catches the exception of 40 % of its requests before its
+    first call, logs it and returns: its calls per request fall by as much. Counting out the
+    requests that logged an error beyond their failed spans, the calls move no more: the error's
+    evidence. Without the logs nothing tells the drop from a changed code path."""
+    planned = scenarios.plan_fault
+
+    def caught_before_its_calls(*args: Any, **kwargs: Any) -> FaultPlan:
+        plan = planned(*args, **kwargs)
+        assert plan.caught > 0  # this seed's plan catches; it is made to catch everywhere, early
+        return replace(plan, magnitude=0.4, caught=1.0, call=0)
+
+    monkeypatch.setattr(scenarios, "plan_fault", caught_before_its_calls)
+    case = simulate("llm-errors", seed=4)
+    column = F[Fault.CALL_STRUCTURE]
+
+    def call_structure(c: SimulatedCase) -> tuple[float, str]:
+        graph, alert_ns = replayed(c)
+        evidence = extract_evidence(graph, start_ns=alert_ns - LOOKBACK_NS, end_ns=graph.newest_ns + 1)
+        row = evidence.index(c.truth.node)
+        return float(evidence.score[row, column]), evidence.signal[row][column]
+
+    logged, _ = call_structure(case)
+    traces_only, signal = call_structure(replace(case, logs=()))
+    assert signal.startswith("calls_per_request:") and traces_only > 2.0
+    assert logged < 0.5
