@@ -165,10 +165,12 @@ class SpanExtractor:
         # out too, a call that moves no more is the error's evidence, not a changed code path.
         caught = np.zeros_like(caller_calls)
         caught[known] = np.maximum(self._error_lines(caller_op[known]) - caller[:, :, OpSum.ERRORS], 0)
-        if caught.any():
-            uncaught = np.maximum(caller_calls - caught, 0.0)
-            part = (self.node_of[caller_op], per_window_mean(calls, uncaught), uncaught, label)
-            rows.score = np.minimum(rows.score, np.abs(self.rows([part], 0, floor).score))
+        hit = np.flatnonzero(caught.any(axis=1))  # only these rows can score otherwise
+        if hit.shape[0]:
+            uncaught = np.maximum(caller_calls[hit] - caught[hit], 0.0)
+            again = Labels("calls_per_request", low(edges.keys[hit]), self.op_name)
+            part = (self.node_of[caller_op[hit]], per_window_mean(calls[hit], uncaught), uncaught, again)
+            rows.score[hit] = np.minimum(rows.score[hit], np.abs(self.rows([part], 0, floor[hit]).score))
         return rows
 
     def _error_lines(self, nodeops: Index) -> Array:
