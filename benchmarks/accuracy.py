@@ -81,10 +81,11 @@ class _Scores:
         return summary
 
 
-def calibration_line(mean_top1_probability: float, top1_accuracy: float) -> str:
-    """How far the mean top-1 probability sits from top-1 accuracy, as the tables print it."""
+def calibration_line(mean_top1_probability: float, top1_accuracy: float, accuracy: str = "AC@1") -> str:
+    """How far the mean top-1 probability sits from a top-1 accuracy (`accuracy` names which), as
+    the tables print it."""
     gap = abs(mean_top1_probability - top1_accuracy)
-    return f"mean top-1 probability {mean_top1_probability:.2f} against AC@1 {top1_accuracy:.2f} (gap {gap:.2f})"
+    return f"mean top-1 probability {mean_top1_probability:.2f} against {accuracy} {top1_accuracy:.2f} (gap {gap:.2f})"
 
 
 def _position(ranked_services: Sequence[str], truths: Sequence[str]) -> int | None:

@@ -125,7 +125,7 @@ def report(scored: Sequence[Scored], title: str) -> str:
         )
     p, ac, node = table["all"]["mean_top1_probability"], table["all"]["AC@1"], table["all"]["node@1"]
     # the probability is the top node's: against node@1 it is the node's own calibration
-    lines += ["", f"calibration: {calibration_line(p, ac)}; against node@1 {node:.2f} (gap {abs(p - node):.2f})"]
+    lines += ["", f"calibration: {calibration_line(p, ac)}; {calibration_line(p, node, 'node@1')}"]
     misses = [s for s in scored if s.place != 1]
     if misses:
         lines += ["", "misses (place of the truth among the ranked services):"]

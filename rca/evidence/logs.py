@@ -22,7 +22,17 @@ import numpy as np
 import numpy.typing as npt
 
 from rca.evidence.changepoint import Shift
-from rca.evidence.rows import Array, Index, Labels, Rows, binomial_score, merge_rows, per_window_mean, sum_rows
+from rca.evidence.rows import (
+    Array,
+    Index,
+    Labels,
+    Rows,
+    binomial_score,
+    find_sorted,
+    merge_rows,
+    per_window_mean,
+    sum_rows,
+)
 from rca.graph.accumulators import LogSum
 from rca.graph.keys import high, low
 from rca.graph.series import Table
@@ -195,3 +205,19 @@ def log_rows(
         _select(by_op, use_op & ~op_error, np.abs(by_op.score)),
     ]
     return LogRows(reduce(merge_rows, rising_errors, error_rate), reduce(merge_rows, structure))
+
+
+def error_lines(log_ops: Table, templates: TemplateTexts, nodeops: Index) -> Array:
+    """Per node-operation of `nodeops`, its log records per window (`log_ops`'s windows) that
+    report an error: those of error severity, and every record of a template that reports one at
+    any level (`TemplateTexts.error_reports`)."""
+    out = np.zeros((nodeops.shape[0], log_ops.sums.shape[1]))
+    if log_ops.keys.shape[0] == 0:
+        return out
+    reports = templates.error_reports(low(log_ops.keys))
+    lines = np.where(reports[:, None], log_ops.sums[:, :, LogSum.RECORDS], log_ops.sums[:, :, LogSum.ERRORS])
+    ops, row = np.unique(high(log_ops.keys), return_inverse=True)
+    per_op = sum_rows(row, lines, ops.shape[0])
+    at, found = find_sorted(ops, nodeops)
+    out[found] = per_op[at[found]]
+    return out

@@ -11,8 +11,9 @@ import numpy.typing as npt
 
 from rca.evidence.changepoint import Shift, mean_shift
 from rca.evidence.llm import Part
+from rca.evidence.logs import error_lines
 from rca.evidence.rows import Labels, Rows, binomial_score, find_sorted, per_window_mean, sum_rows
-from rca.graph.accumulators import EdgeSum, LogSum, OpSum
+from rca.graph.accumulators import EdgeSum, OpSum
 from rca.graph.keys import high, low
 from rca.graph.names import NodeKind
 from rca.graph.series import WindowSeries
@@ -164,7 +165,8 @@ class SpanExtractor:
         # failure does: with the requests that logged an error beyond their failed spans counted
         # out too, a call that moves no more is the error's evidence, not a changed code path.
         caught = np.zeros_like(caller_calls)
-        caught[known] = np.maximum(self._error_lines(caller_op[known]) - caller[:, :, OpSum.ERRORS], 0)
+        lines = error_lines(self.series.log_ops, self.templates, caller_op[known])
+        caught[known] = np.maximum(lines - caller[:, :, OpSum.ERRORS], 0)
         hit = np.flatnonzero(caught.any(axis=1))  # only these rows can score otherwise
         if hit.shape[0]:
             uncaught = np.maximum(caller_calls[hit] - caught[hit], 0.0)
@@ -172,21 +174,6 @@ class SpanExtractor:
             part = (self.node_of[caller_op[hit]], per_window_mean(calls[hit], uncaught), uncaught, again)
             rows.score[hit] = np.minimum(rows.score[hit], np.abs(self.rows([part], 0, floor[hit]).score))
         return rows
-
-    def _error_lines(self, nodeops: Index) -> Array:
-        """Per node-operation, its log records per window that report an error: those of error
-        severity, and every record of a template that reports one at any level."""
-        logs = self.series.log_ops
-        out = np.zeros((nodeops.shape[0], logs.sums.shape[1]))
-        if logs.keys.shape[0] == 0:
-            return out
-        reports = self.templates.error_reports(low(logs.keys))
-        lines = np.where(reports[:, None], logs.sums[:, :, LogSum.RECORDS], logs.sums[:, :, LogSum.ERRORS])
-        ops, row = np.unique(high(logs.keys), return_inverse=True)
-        per_op = sum_rows(row, lines, ops.shape[0])
-        at, found = find_sorted(ops, nodeops)
-        out[found] = per_op[at[found]]
-        return out
 
     def rows(
         self,
