@@ -1,31 +1,35 @@
-"""The numpy span index behaves as two generations of dictionaries would."""
+"""The numpy span index behaves as a ring of generations of dictionaries would."""
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rca.graph.spanindex import SpanIndex, SpanMarks
+from rca.graph.spanindex import SpanIndex, SpanMarks, _Table
 
 batches = st.lists(st.lists(st.integers(1, 40), max_size=12), max_size=8)
 
 
 @settings(max_examples=200, deadline=None)
-@given(batches, st.integers(1, 10))
-def test_index_matches_two_generations_of_dicts(insertions: list[list[int]], capacity: int) -> None:
-    index = SpanIndex(capacity=capacity)
-    current: dict[int, int] = {}
-    previous: dict[int, int] = {}
-    placed = 0  # distinct ids in the current generation
+@given(batches, st.integers(1, 10), st.integers(2, 5))
+def test_index_matches_generations_of_dicts(insertions: list[list[int]], capacity: int, generations: int) -> None:
+    index = SpanIndex(capacity=capacity, generations=generations)
+    size = -(-capacity // (generations - 1))  # spans per generation
+    tables: deque[dict[int, int]] = deque([{}], maxlen=generations)
     for step, ids in enumerate(insertions):
-        for start in range(0, len(ids), capacity):
-            chunk = ids[start : start + capacity]
-            if placed + len(chunk) > capacity:
-                previous, current, placed = current, {}, 0
-            for k, i in enumerate(chunk, start):
-                placed += i not in current
-                current[i] = 1000 * step + k
+        start = 0
+        while start < len(ids):  # each generation filled to its size, then the next
+            room = size - len(tables[-1])
+            if room == 0:
+                tables.append({})
+                continue
+            for k, i in enumerate(ids[start : start + room], start):
+                tables[-1][i] = 1000 * step + k
+            start += room
         nodeops = 1000 * step + np.arange(len(ids), dtype=np.int64)
         index.insert(
             np.asarray(ids, np.uint64),
@@ -37,12 +41,59 @@ def test_index_matches_two_generations_of_dicts(insertions: list[list[int]], cap
         )
         probe = np.arange(1, 41, dtype=np.uint64)
         found, seconds = index.lookup(probe, 9)
-        expected = [current.get(i, previous.get(i, -1)) for i in range(1, 41)]
+        expected = [next((t[i] for t in reversed(tables) if i in t), -1) for i in range(1, 41)]
         assert found[:, 0].tolist() == expected
         assert found[:, 1].tolist() == [4 if e >= 0 else -1 for e in expected]
         assert found[:, 2].tolist() == [9 if e >= 0 else -1 for e in expected]
         assert found[:, 3].tolist() == [int(e % 3 == 0) if e >= 0 else -1 for e in expected]
         assert [None if np.isnan(d) else d for d in seconds.tolist()] == [e / 4.0 if e >= 0 else None for e in expected]
+
+
+def test_a_span_stays_findable_for_capacity_later_spans_and_memory_is_bounded() -> None:
+    index = SpanIndex(capacity=1000, generations=5)
+
+    def insert(ids: np.ndarray, tag: int) -> None:
+        n = ids.shape[0]
+        index.insert(ids, np.full(n, tag, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n))
+
+    insert(np.arange(1, 101, dtype=np.uint64), 7)
+    for part in np.array_split(np.arange(1001, 2001, dtype=np.uint64), 7):  # capacity later spans
+        insert(part, 0)
+    assert (index.lookup(np.arange(1, 101, dtype=np.uint64), 0)[0][:, 0] == 7).all()
+    insert(np.arange(3001, 3251, dtype=np.uint64), 0)  # a quarter of capacity more: its generation goes
+    assert (index.lookup(np.arange(1, 101, dtype=np.uint64), 0)[0][:, 0] == -1).all()
+
+
+def test_ids_looked_up_in_vain_are_searched_again_only_in_generations_started_since(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index = SpanIndex(capacity=40, generations=5)  # generations of 10
+    searched: list[int] = []
+    table_lookup = _Table.lookup
+    monkeypatch.setattr(_Table, "lookup", lambda self, ids: searched.append(ids.shape[0]) or table_lookup(self, ids))
+
+    def insert(ids: np.ndarray) -> None:
+        n = ids.shape[0]
+        index.insert(ids, np.arange(n), np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n))
+
+    insert(np.arange(1, 31, dtype=np.uint64))  # generations 0, 1, 2
+    absent = np.arange(100, 108, dtype=np.uint64)
+    assert (index.lookup(absent, 0)[0][:, 0] == -1).all()
+    assert searched == [8, 8, 8]  # every generation
+    since = np.full(8, index.generation, np.int32)
+    insert(np.asarray([100, 101], np.uint64))  # two of them come, in generation 3
+    searched.clear()
+    found = index.lookup(absent, 0, since)[0][:, 0]
+    assert found.tolist() == [0, 1, -1, -1, -1, -1, -1, -1]
+    assert searched == [8, 6]  # generations 3 and 2 only
+    old = np.asarray([5], np.uint64)  # in generation 0: found without `since`, not with it
+    assert index.lookup(old, 0)[0][0, 0] == 4
+    assert index.lookup(old, 0, np.asarray([index.generation], np.int32))[0][0, 0] == -1
+
+
+def test_an_index_needs_two_generations() -> None:
+    with pytest.raises(ValueError, match="at least 2 generations"):
+        SpanIndex(capacity=10, generations=1)
 
 
 def test_index_holds_a_large_batch_and_finds_every_id() -> None:

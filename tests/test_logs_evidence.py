@@ -227,7 +227,7 @@ def test_records_whose_span_never_comes_are_looked_up_in_amortised_passes(monkey
     looked_up: list[int] = []
     lookup = graph._index.lookup
     monkeypatch.setattr(
-        graph._index, "lookup", lambda ids, newest: looked_up.append(ids.shape[0]) or lookup(ids, newest)
+        graph._index, "lookup", lambda ids, newest, since: looked_up.append(ids.shape[0]) or lookup(ids, newest, since)
     )
     batches, per_batch = 200, 500
     for b in range(batches):

@@ -71,6 +71,7 @@ class _PendingLogs(Columns):
     key: npt.NDArray[np.int64]  # node << 32 | template
     error: npt.NDArray[np.bool_]
     window: npt.NDArray[np.int64]
+    since: npt.NDArray[np.int32]  # the span index's generation when last looked up in vain (0: not yet)
 
 
 @dataclass(slots=True)
@@ -83,6 +84,7 @@ class _Pending(Columns):
     end_ns: npt.NDArray[np.int64]
     error: npt.NDArray[np.bool_]
     window: npt.NDArray[np.int64]
+    since: npt.NDArray[np.int32]  # as `_PendingLogs.since`
 
 
 class ServiceGraph:
@@ -178,7 +180,8 @@ class ServiceGraph:
         urgent, queue_s = batch.signals[:, Signal.URGENT], batch.signals[:, Signal.QUEUE_TIME]
         self._urgency.add(batch.trace_id, urgent, queue_s, nodeop, window)
         has_parent = batch.parent_id != 0
-        waiting = _Pending(batch.parent_id, nodeop, batch.start_ns, batch.end_ns, batch.error, window)
+        fresh = np.zeros(len(batch), np.int32)
+        waiting = _Pending(batch.parent_id, nodeop, batch.start_ns, batch.end_ns, batch.error, window, fresh)
         self._pending.append(waiting.select(has_parent))
         self._pending_count += int(has_parent.sum())
         if self._pending_count >= self._resolve_at:
@@ -200,8 +203,11 @@ class ServiceGraph:
         error = batch.is_error
         count_logs(self.windows, window, keys, error, per_operation=False)
         joined = batch.span_id != 0
-        self._pending_logs.append(_PendingLogs(batch.span_id[joined], keys[joined], error[joined], window[joined]))
-        self._pending_log_count += int(joined.sum())
+        n_joined = int(joined.sum())
+        fresh = np.zeros(n_joined, np.int32)
+        waiting = _PendingLogs(batch.span_id[joined], keys[joined], error[joined], window[joined], fresh)
+        self._pending_logs.append(waiting)
+        self._pending_log_count += n_joined
         if self._pending_log_count >= self._resolve_logs_at:
             self.resolve()
         evict(self.windows, oldest_kept)
@@ -236,7 +242,7 @@ class ServiceGraph:
         waiting, self._pending_logs, self._pending_log_count = self._pending_logs, [], 0
         newest = self.newest_ns // self.window_ns
         for p in _PendingLogs.in_groups(waiting, _JOIN_GROUP):
-            span, _ = self._index.lookup(p.span, newest)
+            span, _ = self._index.lookup(p.span, newest, p.since)
             found = span[:, 0] >= 0
             nodeop = span[found, 0]
             template = low(p.key[found])
@@ -248,6 +254,7 @@ class ServiceGraph:
             if keep.any():
                 self._pending_log_count += int(keep.sum())
                 self._pending_logs.append(p.select(keep))
+                self._pending_logs[-1].since[:] = self._index.generation
 
     def _op_ids(self, batch: SpanBatch) -> npt.NDArray[np.int64]:
         return map_strings(batch.operation, batch.strings, self.names.op)
@@ -321,7 +328,7 @@ class ServiceGraph:
         self._pending = []
         self._pending_count = 0
         newest = self.newest_ns // self.window_ns
-        parent, parent_s = self._index.lookup(p.parent, newest)
+        parent, parent_s = self._index.lookup(p.parent, newest, p.since)
         found = parent[:, 0] >= 0
         duration = (p.end_ns[found] - p.start_ns[found]) / 1e9
         gap = parent_s[found] - duration
@@ -334,6 +341,7 @@ class ServiceGraph:
         if keep.any():
             self._pending_count = int(keep.sum())
             self._pending.append(p.select(keep))
+            self._pending[-1].since[:] = self._index.generation
 
     def _count_urgency(self) -> None:
         """Queue times with no urgency of their own (vLLM records none) count as urgent or ordinary

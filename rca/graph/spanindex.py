@@ -1,14 +1,19 @@
 """Recently seen spans by id, so children can find their parents across batches.
 
-Two generations of bounded size: when the current one fills, the older is dropped. A span
-stays findable for at least `capacity` later spans, which bounds memory whatever the rate.
-Each generation is an open-addressing hash table in numpy arrays (span id, packed entry,
-duration), probed linearly by numba kernels that run without the GIL, so no per-span Python
-objects exist. An entry is one packed int (node-operation, peer node-operation, whether the span
-failed, window modulo 2^15) and the span's duration.
+A ring of generations of bounded size: when the newest fills, a new one starts and the oldest
+is dropped. A span stays findable for at least `capacity` later spans, which bounds memory
+whatever the rate; with g generations of capacity / (g - 1) spans each, the index holds
+g / (g - 1) × `capacity` spans at most (two generations would hold twice `capacity`), and an
+absent id costs a probe of each. Each generation is an open-addressing hash table in numpy
+arrays (span id, packed entry, duration), at most half full, probed linearly by numba kernels
+that run without the GIL, so no per-span Python objects exist. An entry is one packed int
+(node-operation, peer node-operation, whether the span failed, window modulo 2^15) and the
+span's duration.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 import numpy.typing as npt
@@ -101,10 +106,19 @@ class _Table:
 class SpanIndex:
     """span id → (node-operation id, peer node-operation id or -1, window, failed) and duration."""
 
-    def __init__(self, *, capacity: int = 1_000_000) -> None:
+    def __init__(self, *, capacity: int = 1_000_000, generations: int = 5) -> None:
+        if generations < 2:
+            raise ValueError(f"a span index needs at least 2 generations, not {generations}")
         self.capacity = capacity
-        self._current = _Table(capacity)
-        self._previous = _Table(1)
+        self.generation_size = -(-capacity // (generations - 1))
+        self._tables = deque([_Table(self.generation_size)], maxlen=generations)  # oldest first
+        self._started = 1  # generations started so far
+
+    @property
+    def generation(self) -> int:
+        """The newest generation's number (from 0). An id looked up in vain while it was the newest
+        can only be found in it or in those started since."""
+        return self._started - 1
 
     def insert(
         self,
@@ -119,22 +133,32 @@ class SpanIndex:
         packed = (nodeops << _NODEOP_SHIFT) | ((peers + 1) << _PEER_SHIFT) | (windows & _WINDOW_MASK)
         if failed is not None:
             packed |= failed.astype(np.int64) << _WINDOW_BITS
-        for start in range(0, span_ids.shape[0], self.capacity):
-            batch = slice(start, start + self.capacity)
-            ids, entries = span_ids[batch], packed[batch]
-            if self._current.size + ids.shape[0] > self.capacity:
-                self._previous, self._current = self._current, _Table(self.capacity)
-            self._current.insert(ids, entries, seconds[batch])
+        start = 0
+        while start < span_ids.shape[0]:  # each generation filled to its size, then the next
+            room = self.generation_size - self._tables[-1].size
+            if room == 0:
+                self._tables.append(_Table(self.generation_size))  # the oldest generation goes
+                self._started += 1
+                continue
+            batch = slice(start, start + room)
+            self._tables[-1].insert(span_ids[batch], packed[batch], seconds[batch])
+            start += room
 
     def lookup(
-        self, span_ids: npt.NDArray[np.uint64], newest_window: int
+        self, span_ids: npt.NDArray[np.uint64], newest_window: int, since: npt.NDArray[np.int32] | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """(n, 4) rows of (nodeop, peer, window, failed 0/1) for ids seen within 2^15 windows of
-        `newest_window`, -1 everywhere for unknown ids; and their durations in seconds (NaN)."""
-        packed, durations = self._current.lookup(span_ids)
-        older = packed < 0
-        if older.any() and self._previous.size:
-            packed[older], durations[older] = self._previous.lookup(span_ids[older])
+        `newest_window`, -1 everywhere for unknown ids; and their durations in seconds (NaN).
+        `since`: per id, the `generation` of a lookup that did not find it (only that generation
+        and newer ones are searched: ids waiting for spans that never come cost one probe a pass)."""
+        packed = np.full(span_ids.shape[0], -1, np.int64)
+        durations = np.full(span_ids.shape[0], np.nan, np.float32)
+        for number, table in zip(range(self.generation, -1, -1), reversed(self._tables), strict=False):
+            missing = packed < 0 if since is None else (packed < 0) & (since <= number)
+            todo = np.flatnonzero(missing)
+            if todo.shape[0] == 0:
+                break
+            packed[todo], durations[todo] = table.lookup(span_ids[todo])
         found = packed >= 0
         out = np.full((packed.shape[0], 4), -1, np.int64)
         p = packed[found]
