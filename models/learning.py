@@ -6,9 +6,10 @@ diagonal mean (a class's own signal) and an off-diagonal one; the relation weigh
 a mean per relation, themselves around a shared one; each relation's locations around the faulty
 locations, shifted per relation either way (a rank waiting in a collective can show more than its
 slow peer). Groups are non-centred (value = mean + spread * offset, offset ~ N(0, 1)), which keeps
-MAP well posed while the spreads are learned too. Scales and tails have weakly-informative priors
-above a floor: scores are clipped at 0, and a signal that is always 0 would otherwise get a
-healthy density of no width.
+MAP well posed while the spreads are learned too. An activation no case measured (no root of its
+class read its signal) stays at its group's mean: nothing else may set it. Scales and tails have
+weakly-informative priors above a floor: scores are clipped at 0, and a signal that is always 0
+would otherwise get a healthy density of no width.
 
 The objective is the complete-data likelihood of every case's scores given its true (root,
 class), which learns the densities, activations and relation weights, plus the log probability of
@@ -57,6 +58,13 @@ class CaseBatch:
     related: torch.Tensor  # sparse (N, N * relations): sums what each root's related nodes add
     root: torch.Tensor  # (B,) row of each case's true root
     fault: torch.Tensor  # (B,) its class
+
+    def seen(self) -> torch.Tensor:
+        """(C, F): whether some case of class c measured signal f at its root. Where none did, the
+        cases say nothing of that activation, and it stays at its group's mean."""
+        n_faults = self.score.shape[1]
+        measured = self.mask[self.root].to(torch.float64)
+        return torch.zeros(n_faults, n_faults, dtype=torch.float64).index_add(0, self.fault, measured) > 0
 
 
 def case_batch(cases: Sequence[Labelled]) -> CaseBatch:
@@ -176,13 +184,13 @@ def priors(n_faults: int, n_relations: int) -> dict[str, TorchDistribution]:
     }
 
 
-def compose(sites: Sites) -> TensorParams:
-    """The parameters the sites stand for (a group's values: mean + spread * offset)."""
+def compose(sites: Sites, seen: torch.Tensor | None = None) -> TensorParams:
+    """The parameters the sites stand for (a group's values: mean + spread * offset); activations
+    no case has `seen` (`CaseBatch.seen`) at their group's mean."""
     fault_loc = sites["fault_loc_mean"] + sites["fault_loc_spread"] * sites["fault_loc_offset"]
     on_diagonal = torch.eye(fault_loc.shape[0], dtype=torch.int64)
-    activation = (
-        sites["activation_mean"][on_diagonal] + sites["activation_spread"][on_diagonal] * sites["activation_offset"]
-    )
+    offset = sites["activation_offset"] * (1.0 if seen is None else seen)
+    activation = sites["activation_mean"][on_diagonal] + sites["activation_spread"][on_diagonal] * offset
 
     def per_relation(name: str) -> torch.Tensor:  # (relations, F): mean + spreads between and within
         between, within = sites[f"{name}_spread"]
@@ -248,7 +256,7 @@ def health_model(batch: CaseBatch) -> None:
     truth given the scores under the tempered posterior."""
     n_rows, n_faults = batch.score.shape
     sites = priors(n_faults, batch.related.shape[1] // n_rows)
-    params = compose({name: pyro.sample(name, prior) for name, prior in sites.items()})
+    params = compose({name: pyro.sample(name, prior) for name, prior in sites.items()}, batch.seen())
     score, mask = batch.score, batch.mask
     related = (batch.related @ related_ratio(score, mask, params, torch).reshape(-1, 1))[:, 0]  # (N,)
     own = root_log_ratio(score[batch.root], mask[batch.root], params, torch, capped=False)  # (B, C)
@@ -287,4 +295,4 @@ def learn(batch: CaseBatch, initial: HealthParams, *, steps: int, lr: float = 0.
     finally:
         torch.set_num_threads(threads)
     with torch.no_grad():
-        return compose(guide.median(batch)).frozen()  # type: ignore[no-untyped-call]
+        return compose(guide.median(batch), batch.seen()).frozen()  # type: ignore[no-untyped-call]

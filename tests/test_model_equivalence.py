@@ -229,6 +229,25 @@ def test_a_class_with_two_cases_is_pulled_toward_its_group() -> None:
     assert fitted.fault_loc[rare] - HealthParams().fault_loc[rare] > 1.0
 
 
+def test_an_activation_no_case_measured_stays_at_its_groups_mean() -> None:
+    """Where no root of class c measured signal f, the cases say nothing of how often c shows f:
+    the fit must not set it to lift other hypotheses (it once read an engine's errors as coming
+    with a priority inversion, which lifted engines whose inversion was real)."""
+    rng = np.random.default_rng(9)
+    cases = draw_cases(rng, known_params(np.full(N_FAULTS, 3.0)), list(range(N_FAULTS)) * 4)
+    unmeasured = {(1, 5), (2, 6)}  # (class, signal)
+    for score, _, root, c in cases:
+        for cls, signal in unmeasured:
+            if c == cls:
+                score[root, signal] = np.nan
+    batch = case_batch(cases)
+    seen = batch.seen().numpy()
+    assert not seen[1, 5] and not seen[2, 6] and seen.sum() == N_FAULTS**2 - 2
+    fitted = learn(batch, HealthParams(), steps=60)
+    assert fitted.activation[1][5] == pytest.approx(fitted.activation[2][6], rel=1e-12)  # both the group's mean
+    assert fitted.activation[1][4] != pytest.approx(fitted.activation[1][5], rel=1e-3)  # measured: its own
+
+
 def test_the_same_seed_gives_the_same_fit() -> None:
     rng = np.random.default_rng(7)
     cases = draw_cases(rng, known_params(np.full(N_FAULTS, 3.0)), list(range(N_FAULTS)) * 2)
