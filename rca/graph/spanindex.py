@@ -3,8 +3,9 @@
 A ring of generations of bounded size: when the newest fills, a new one starts and the oldest
 is dropped. A span stays findable for at least `capacity` later spans, which bounds memory
 whatever the rate; with g generations of capacity / (g - 1) spans each, the index holds
-g / (g - 1) × `capacity` spans at most (two generations would hold twice `capacity`), and an
-absent id costs a probe of each. Each generation is an open-addressing hash table in numpy
+g / (g - 1) × `capacity` spans at most (two generations would hold twice `capacity`). An absent
+id costs a probe of each generation, and of the newer ones only when looked up again `since`.
+Each generation is an open-addressing hash table in numpy
 arrays (span id, packed entry, duration), at most half full, probed linearly by numba kernels
 that run without the GIL, so no per-span Python objects exist. An entry is one packed int
 (node-operation, peer node-operation, whether the span failed, window modulo 2^15) and the
