@@ -22,7 +22,8 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, shortest_path
+from numba import njit
+from scipy.sparse.csgraph import breadth_first_order
 
 from rca.evidence.nodes import NodeEvidence
 
@@ -95,8 +96,7 @@ def causal_structure(
     # Every node related to a candidate is a candidate itself (callers on the way, callees,
     # peers under a common caller are all reachable), so relations are candidate × candidate.
     inner = adjacency[:n_nodes, :n_nodes][candidates][:, candidates]
-    direct = inner.toarray() > 0
-    reach = np.isfinite(shortest_path(inner, directed=True, unweighted=True))
+    direct, reach, siblings = _closure(inner.indptr, inner.indices)
     relation = np.zeros((candidates.shape[0], candidates.shape[0]), np.int8)
     # Replicas are services: not virtual, not network, and their own owners (a GPU is its
     # engine's, not a replica of the host or the other devices its engine also calls).
@@ -104,22 +104,51 @@ def causal_structure(
     for mask in (virtual, network):
         if mask is not None:
             services &= ~mask[candidates]
-    siblings = (inner.T @ inner).toarray() > 0  # [r, i]: a caller calls both (sparse: edges are few)
-    relation[siblings & services[:, None] & services[None, :]] = Relation.PEER
+    np.copyto(relation, Relation.PEER, where=siblings & services[:, None] & services[None, :])
     if communicator is not None and owner is not None and (communicator >= 0).any():
-        relation[_communicators(candidates, communicator, owner)] = Relation.COLLECTIVE
+        np.copyto(relation, Relation.COLLECTIVE, where=_communicators(candidates, communicator, owner))
     if lockstep is not None and (lockstep >= 0).any():
         group = lockstep[candidates]
-        relation[(group[:, None] == group[None, :]) & (group[:, None] >= 0)] = Relation.LOCKSTEP
+        np.copyto(relation, Relation.LOCKSTEP, where=(group[:, None] == group[None, :]) & (group[:, None] >= 0))
     if virtual is not None:
-        relation[direct & virtual[candidates][None, :]] = Relation.MEASURED
+        np.copyto(relation, Relation.MEASURED, where=direct & virtual[candidates][None, :])
     if network is not None:
-        relation[direct & network[candidates][None, :]] = Relation.NETWORK
-    relation[reach.T] = Relation.ANCESTOR  # reach[i, r]: i reaches r, so i is r's ancestor
+        np.copyto(relation, Relation.NETWORK, where=direct & network[candidates][None, :])
+    np.copyto(relation, Relation.ANCESTOR, where=reach.T)  # reach[i, r]: i reaches r, so i is r's ancestor
     if engine is not None:
-        relation[reach.T & engine[candidates][None, :]] = Relation.ENGINE
+        np.copyto(relation, Relation.ENGINE, where=reach.T & engine[candidates][None, :])
     np.fill_diagonal(relation, Relation.NONE)
     return CausalStructure(candidates, relation, predecessor)
+
+
+@njit(cache=True, nogil=True)
+def _closure(
+    indptr: npt.NDArray[np.int32], indices: npt.NDArray[np.int32]
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """From caller → callee adjacency (CSR, n × n): [i, j] i calls j; i reaches j (i itself
+    included, by a walk from each node); and a caller calls both i and j."""
+    n = indptr.shape[0] - 1
+    direct = np.zeros((n, n), np.bool_)
+    reach = np.zeros((n, n), np.bool_)
+    siblings = np.zeros((n, n), np.bool_)
+    stack = np.empty(n, np.int64)
+    for caller in range(n):
+        callees = indices[indptr[caller] : indptr[caller + 1]]
+        for a in callees:
+            direct[caller, a] = True
+            for b in callees:
+                siblings[a, b] = True
+        reach[caller, caller] = True
+        stack[0], top = caller, 1
+        while top:
+            top -= 1
+            node = stack[top]
+            for j in indices[indptr[node] : indptr[node + 1]]:
+                if not reach[caller, j]:
+                    reach[caller, j] = True
+                    stack[top] = j
+                    top += 1
+    return direct, reach, siblings
 
 
 def _communicators(candidates: Index, communicator: Index, owner: Index) -> npt.NDArray[np.bool_]:

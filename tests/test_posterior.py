@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import networkx as nx
 import numpy as np
 import pytest
 import torch
@@ -92,6 +93,32 @@ def test_candidates_are_what_the_alerting_node_depends_on() -> None:
     assert structure.candidates.tolist() == [0, 1]
     assert structure.paths([1, 0]) == [(1, 0), (0,)]
     assert structure.relation.tolist() == [[Relation.NONE, Relation.NONE], [Relation.ANCESTOR, Relation.NONE]]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_ancestors_and_peers_are_what_networkx_finds_in_a_graph_with_cycles(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 40))
+    edges = rng.integers(0, n, (int(rng.integers(1, 3 * n)), 2))
+    alerting = sorted(set(rng.integers(0, n, 2).tolist()))
+    structure = causal_structure(n, edges, alerting)
+    graph = nx.DiGraph(edges.tolist())
+    graph.add_nodes_from(range(n))
+    reachable = set(alerting).union(*(nx.descendants(graph, a) for a in alerting))
+    assert structure.candidates.tolist() == sorted(reachable)
+    for r, root in enumerate(structure.candidates.tolist()):
+        for i, node in enumerate(structure.candidates.tolist()):
+            callers = set(graph.predecessors(root)) & set(graph.predecessors(node)) & reachable
+            expected = (
+                Relation.NONE
+                if node == root
+                else Relation.ANCESTOR
+                if nx.has_path(graph, node, root)
+                else Relation.PEER
+                if callers
+                else Relation.NONE
+            )
+            assert structure.relation[r, i] == expected, (root, node)
 
 
 def test_siblings_are_peers_only_where_both_are_services_of_their_own() -> None:
