@@ -59,8 +59,11 @@ class Rows:
 
 
 def per_window_mean(total: Array, count: Array) -> Array:
+    """`total / count`, NaN where nothing was counted."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(count > 0, total / count, np.nan)
+        mean: Array = total / count
+    np.copyto(mean, np.nan, where=~(count > 0))
+    return mean
 
 
 def sum_rows(index: Index, values: Array, n: int) -> Array:

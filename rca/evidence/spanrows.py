@@ -153,8 +153,9 @@ class SpanExtractor:
         caller_op = high(edges.keys)
         known = self.edge_caller_known
         caller_calls = np.zeros_like(calls)
-        caller = ops.sums[self.edge_caller[known]]
-        caller_calls[known] = caller[:, :, OpSum.CALLS] - caller[:, :, OpSum.ERRORS]
+        caller = self.edge_caller[known]
+        caller_errors = ops.sums[caller, :, OpSum.ERRORS]
+        caller_calls[known] = ops.sums[caller, :, OpSum.CALLS] - caller_errors
         per_call = per_window_mean(calls, caller_calls)
         mean = np.nansum(calls, axis=1) / np.maximum(np.nansum(caller_calls, axis=1), 1.0)
         floor = np.maximum(mean, 0.02)[:, None]  # Poisson: variance of a count per call ~ its mean
@@ -166,7 +167,7 @@ class SpanExtractor:
         # out too, a call that moves no more is the error's evidence, not a changed code path.
         caught = np.zeros_like(caller_calls)
         lines = error_lines(self.series.log_ops, self.templates, caller_op[known])
-        caught[known] = np.maximum(lines - caller[:, :, OpSum.ERRORS], 0)
+        caught[known] = np.maximum(lines - caller_errors, 0)
         hit = np.flatnonzero(caught.any(axis=1))  # only these rows can score otherwise
         if hit.shape[0]:
             uncaught = np.maximum(caller_calls[hit] - caught[hit], 0.0)

@@ -112,7 +112,8 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
         new_cols, old_cols = (np.asarray(c, np.intp) for c in zip(*reused, strict=True))
         old_rows = np.flatnonzero(previous.present[:, old_cols].any(axis=1))
         keys = np.union1d(previous.table.keys[old_rows], fresh_keys)
-    sums = np.zeros((keys.shape[0], width, columns))
+    # stored column-major (columns, rows, windows): `sums[:, :, c]`, what the evidence reads, is contiguous
+    sums = np.zeros((columns, keys.shape[0], width)).transpose(1, 2, 0)
     present = np.zeros((keys.shape[0], width), np.bool_)
     if previous is not None and reused:
         same_rows = old_rows.shape[0] == keys.shape[0] == previous.table.keys.shape[0]
