@@ -118,7 +118,7 @@ def extract_evidence(
     score = np.full((n, N_FAULTS), np.nan)
     observed, baseline = np.full((n, N_FAULTS), np.nan), np.full((n, N_FAULTS), np.nan)
     onset = np.full((n, N_FAULTS), -1, np.int64)
-    labels = [[""] * N_FAULTS for _ in range(n)]
+    labels = np.full((n, N_FAULTS), "", object)
     for fault, (r, allowance) in rows.items():
         row_node, known = find_sorted(present, r.node)
         inside = np.flatnonzero(known)
@@ -139,8 +139,7 @@ def extract_evidence(
         observed[node_rows, j] = r.shift.observed[best]
         baseline[node_rows, j] = r.shift.baseline[best]
         onset[node_rows, j] = series.start_ns(r.shift.onset[best])
-        for i, text in zip(node_rows.tolist(), r.label_rows(best), strict=True):
-            labels[i][j] = text
+        labels[node_rows, j] = r.label_rows(best)
     names = graph.names
     network = present >= base
     graph_node = np.where(network, present - base, present)  # a network node's callee
@@ -163,7 +162,7 @@ def extract_evidence(
         observed=observed,
         baseline=baseline,
         onset_ns=onset,
-        signal=tuple(tuple(row) for row in labels),
+        signal=tuple(map(tuple, labels.tolist())),
         edges=np.searchsorted(present, pairs).astype(np.int64).reshape(-1, 2),
         communicator=communicators(x, present, pairs),
         lockstep=lockstep,
