@@ -18,7 +18,7 @@ import numpy.typing as npt
 from models.health import HealthParams, load_params, params_version
 from models.multiroot import compare_roots
 from models.posterior import log_posterior
-from models.structure import CausalStructure, evidence_structure
+from models.structure import CausalStructure, StructureCache
 from rca.evidence.nodes import FAULTS, NodeEvidence, extract_evidence
 from rca.graph.series import SeriesCache
 from rca.graph.service_graph import ServiceGraph
@@ -91,7 +91,9 @@ class BayesianRanker:
         the evidence better than one (`models.multiroot`), else none."""
         if not evidence.nodes:
             return (), ()
-        structure = evidence_structure(evidence, alert_nodes)
+        if getattr(self, "_structure_cache", None) is None:
+            self._structure_cache = StructureCache()
+        structure = self._structure_cache.get(evidence, alert_nodes)
         log_post = log_posterior(evidence.score, structure, self._active_params())
         posterior = np.exp(log_post)
         rows, dominant, merged = _reported(evidence, structure.candidates, posterior)

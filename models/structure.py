@@ -162,6 +162,39 @@ def _communicators(candidates: Index, communicator: Index, owner: Index) -> npt.
     return lockstep
 
 
+class StructureCache:
+    """The structure `evidence_structure` built last, with what it was built from: ranking again
+    over the same nodes, edges and alerting nodes (an incident re-ranked as spans arrive, a second
+    incident on the same services) reuses it. The structure reads no scores."""
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[object, ...], CausalStructure] | None = None
+
+    def get(self, evidence: NodeEvidence, alert_nodes: Sequence[str]) -> CausalStructure:
+        key = (tuple(alert_nodes), evidence.nodes, *(a.tobytes() for a in _structure_inputs(evidence)))
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        structure = evidence_structure(evidence, alert_nodes)
+        for array in (structure.candidates, structure.relation, structure.predecessor):
+            array.flags.writeable = False  # shared by every ranking that reuses it
+        self._last = key, structure
+        return structure
+
+
+def _structure_inputs(evidence: NodeEvidence) -> tuple[npt.NDArray[np.generic], ...]:
+    """The arrays of the evidence that `evidence_structure` reads besides its node names."""
+    return (
+        evidence.edges,
+        evidence.virtual,
+        evidence.network,
+        evidence.communicator,
+        evidence.owner,
+        evidence.lockstep,
+        evidence.engine,
+    )
+
+
 def evidence_structure(evidence: NodeEvidence, alert_nodes: Sequence[str]) -> CausalStructure:
     """The structure of the evidence's nodes around the alerting ones (unknown names are ignored)."""
     rows = {name: i for i, name in enumerate(evidence.nodes)}

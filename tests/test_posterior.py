@@ -13,9 +13,11 @@ import torch
 from models.enumeration import enumerated_posterior
 from models.health import HealthParams, fault_peak, log_faulty, log_healthy
 from models.posterior import log_posterior, observed
-from models.structure import Relation, causal_structure
-from rca.evidence.nodes import N_FAULTS, F
+from models.structure import Relation, StructureCache, causal_structure, evidence_structure
+from rca.evidence.nodes import N_FAULTS, F, extract_evidence
 from rca.telemetry.faults import Fault
+from tests.spanfactory import T0
+from tests.test_incidents_service import shop_graph
 
 LAT, ERR, CS = F[Fault.LATENCY], F[Fault.ERRORS], F[Fault.CALL_STRUCTURE]
 
@@ -177,3 +179,20 @@ def test_the_prior_weighs_each_measurable_class_by_its_rate() -> None:
     assert np.allclose(weighted[finite], expected[finite])
     with_three = np.isfinite(uniform[:, :3]).all(axis=1)
     assert with_three.any() and not with_three.all()
+
+
+def test_a_structure_is_reused_only_for_the_same_nodes_edges_and_alerts() -> None:
+    graph = shop_graph()
+    evidence = extract_evidence(graph, start_ns=T0 - 300 * 10**9, end_ns=graph.newest_ns + 1)
+    cache, alert = StructureCache(), [evidence.nodes[0]]
+    first = cache.get(evidence, alert)
+    rescored = replace(evidence, score=evidence.score * 2.0)  # the structure reads no scores
+    assert cache.get(rescored, alert) is first
+    assert cache.get(evidence, [evidence.nodes[1]]) is not first
+    fewer = replace(evidence, edges=evidence.edges[1:])
+    rebuilt = cache.get(fewer, alert)
+    assert rebuilt is not first
+    same = evidence_structure(fewer, alert)
+    assert np.array_equal(rebuilt.relation, same.relation) and np.array_equal(rebuilt.candidates, same.candidates)
+    with pytest.raises(ValueError):
+        rebuilt.relation[0, 0] = Relation.PEER  # shared between rankings: read-only
