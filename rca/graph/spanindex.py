@@ -183,7 +183,15 @@ class SpanMarks:
         none = np.full(span_ids.shape[0], -1, np.int64)
         self._index.insert(span_ids, marks, none, windows, np.zeros(span_ids.shape[0]))
 
-    def lookup(self, span_ids: npt.NDArray[np.uint64], newest_window: int) -> npt.NDArray[np.int64]:
-        """The marks of `span_ids`, -1 for spans without one (or long gone)."""
-        found: npt.NDArray[np.int64] = self._index.lookup(span_ids, newest_window)[0][:, 0]
+    @property
+    def generation(self) -> int:
+        """`SpanIndex.generation` of the marks' index."""
+        return self._index.generation
+
+    def lookup(
+        self, span_ids: npt.NDArray[np.uint64], newest_window: int, since: npt.NDArray[np.int32] | None = None
+    ) -> npt.NDArray[np.int64]:
+        """The marks of `span_ids`, -1 for spans without one (or long gone); `since` as in
+        `SpanIndex.lookup`."""
+        found: npt.NDArray[np.int64] = self._index.lookup(span_ids, newest_window, since)[0][:, 0]
         return found

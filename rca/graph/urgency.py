@@ -35,6 +35,7 @@ class _Waiting(Columns):
     nodeop: npt.NDArray[np.int64]
     window: npt.NDArray[np.int64]
     queue_s: npt.NDArray[np.float64]
+    since: npt.NDArray[np.int32]  # the marks' index generation when last looked up in vain (0: not yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,8 @@ class RequestUrgency:
         if lends.any():
             self._marks.insert(trace[lends], urgent[lends].astype(np.int64), window[lends])
         if waits.any():
-            self._waiting.append(_Waiting(trace[waits], nodeop[waits], window[waits], queue_s[waits]))
+            fresh = np.zeros(int(waits.sum()), np.int32)
+            self._waiting.append(_Waiting(trace[waits], nodeop[waits], window[waits], queue_s[waits], fresh))
 
     def resolve(self, newest_window: int) -> MarkedQueueTimes:
         """The waiting queue times whose trace's mark is known by now; the others wait on until
@@ -83,8 +85,10 @@ class RequestUrgency:
             empty = np.zeros(0, np.int64)
             return MarkedQueueTimes(empty, empty, np.zeros(0, np.bool_), np.zeros(0))
         w = _Waiting.joined(self._waiting)
-        mark = self._marks.lookup(w.trace, newest_window)
+        mark = self._marks.lookup(w.trace, newest_window, w.since)
         found = mark >= 0
         keep = ~found & (w.window >= newest_window - self.pending_windows)
         self._waiting = [w.select(keep)] if keep.any() else []
+        if self._waiting:  # not found by now: only marks that come later can be theirs
+            self._waiting[0].since[:] = self._marks.generation
         return MarkedQueueTimes(w.nodeop[found], w.window[found], mark[found] > 0, w.queue_s[found])
