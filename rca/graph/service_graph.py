@@ -254,7 +254,6 @@ class ServiceGraph:
             if keep.any():
                 self._pending_log_count += int(keep.sum())
                 self._pending_logs.append(p.select(keep))
-                self._pending_logs[-1].since[:] = self._index.generation
 
     def _op_ids(self, batch: SpanBatch) -> npt.NDArray[np.int64]:
         return map_strings(batch.operation, batch.strings, self.names.op)
@@ -341,7 +340,6 @@ class ServiceGraph:
         if keep.any():
             self._pending_count = int(keep.sum())
             self._pending.append(p.select(keep))
-            self._pending[-1].since[:] = self._index.generation
 
     def _count_urgency(self) -> None:
         """Queue times with no urgency of their own (vLLM records none) count as urgent or ordinary

@@ -151,7 +151,8 @@ class SpanIndex:
         """(n, 4) rows of (nodeop, peer, window, failed 0/1) for ids seen within 2^15 windows of
         `newest_window`, -1 everywhere for unknown ids; and their durations in seconds (NaN).
         `since`: per id, the `generation` of a lookup that did not find it (only that generation
-        and newer ones are searched: ids waiting for spans that never come cost one probe a pass)."""
+        and newer ones are searched: ids waiting for spans that never come cost one probe a pass);
+        updated in place to this lookup's for the ids not found."""
         packed = np.full(span_ids.shape[0], -1, np.int64)
         durations = np.full(span_ids.shape[0], np.nan, np.float32)
         for number, table in zip(range(self.generation, -1, -1), reversed(self._tables), strict=False):
@@ -161,6 +162,8 @@ class SpanIndex:
                 break
             packed[todo], durations[todo] = table.lookup(span_ids[todo])
         found = packed >= 0
+        if since is not None:
+            since[~found] = self.generation
         out = np.full((packed.shape[0], 4), -1, np.int64)
         p = packed[found]
         out[found, 0] = p >> _NODEOP_SHIFT
@@ -183,15 +186,10 @@ class SpanMarks:
         none = np.full(span_ids.shape[0], -1, np.int64)
         self._index.insert(span_ids, marks, none, windows, np.zeros(span_ids.shape[0]))
 
-    @property
-    def generation(self) -> int:
-        """`SpanIndex.generation` of the marks' index."""
-        return self._index.generation
-
     def lookup(
         self, span_ids: npt.NDArray[np.uint64], newest_window: int, since: npt.NDArray[np.int32] | None = None
     ) -> npt.NDArray[np.int64]:
         """The marks of `span_ids`, -1 for spans without one (or long gone); `since` as in
-        `SpanIndex.lookup`."""
+        `SpanIndex.lookup` (updated in place)."""
         found: npt.NDArray[np.int64] = self._index.lookup(span_ids, newest_window, since)[0][:, 0]
         return found

@@ -89,6 +89,4 @@ class RequestUrgency:
         found = mark >= 0
         keep = ~found & (w.window >= newest_window - self.pending_windows)
         self._waiting = [w.select(keep)] if keep.any() else []
-        if self._waiting:  # not found by now: only marks that come later can be theirs
-            self._waiting[0].since[:] = self._marks.generation
         return MarkedQueueTimes(w.nodeop[found], w.window[found], mark[found] > 0, w.queue_s[found])
