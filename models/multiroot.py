@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from models.health import HealthParams, log_faulty, log_healthy, log_prior, mixed, root_scores
 from models.posterior import observed
-from models.structure import Relation
+from models.structure import CausalStructure, Relation
 
 Array = npt.NDArray[np.float64]
 Index = npt.NDArray[np.int64]
@@ -86,7 +86,7 @@ def _log_lr(weight: Array, loc: Array, read: Array, params: HealthParams) -> tup
 
 def compare_roots(
     score: Array,
-    relation: npt.NDArray[np.int8],
+    structure: CausalStructure,
     log_post: Array,
     params: HealthParams,
     *,
@@ -95,7 +95,7 @@ def compare_roots(
     extra_root_prior: float = EXTRA_ROOT_PRIOR,
 ) -> TwoRoots | None:
     """Two roots against one. score: the candidates' (R, F) scores, NaN where unmeasurable;
-    relation: `CausalStructure.relation`; log_post: `models.posterior.log_posterior`'s (R, F);
+    structure: theirs (`models.structure`); log_post: `models.posterior.log_posterior`'s (R, F);
     report: the candidate each is reported as (default: itself). None with no pair to weigh.
 
     The enumerated pairs: one root among the `top` single-root entries S, the other anywhere
@@ -107,6 +107,7 @@ def compare_roots(
     if not 0.0 < extra_root_prior < 1.0:
         raise ValueError(f"extra_root_prior must lie in (0, 1), not {extra_root_prior}")
     n_candidates, n_faults = score.shape
+    relation = structure.relation
     if n_candidates < 2:  # two roots need two nodes
         return None
     flat = np.argsort(-log_post, axis=None, kind="stable")[:top]
@@ -130,7 +131,7 @@ def compare_roots(
             log_post[roots, classes][:, None, None]
             + log_post[None, :, :]
             + log_z1
-            + _corrections(table, relation, roots.shape[0], entry, nodes, at, n_faults) / params.temperature
+            + _corrections(table, structure, roots.shape[0], entry, nodes, at, n_faults) / params.temperature
             - math.log1p(-1.0 / n_candidates)
             + mirrored
         )
@@ -188,15 +189,20 @@ def _tables(
 
 
 def _corrections(
-    table: Array, relation: npt.NDArray[np.int8], n_entries: int, entry: Index, nodes: Index, at: Index, n_faults: int
+    table: Array, structure: CausalStructure, n_entries: int, entry: Index, nodes: Index, at: Index, n_faults: int
 ) -> Array:
     """(K, R, F): what each pair (entry of S, (candidate, class)) adds beyond its two roots."""
-    n_codes = len(Relation) - 1
+    n_codes, relation = len(Relation) - 1, structure.relation
     correction = np.zeros((n_entries, relation.shape[0], n_faults))
     correction[entry, nodes[at]] = table[:, n_codes:]  # the other root on a node the entry reaches
     by_relation = np.zeros((n_entries, nodes.shape[0], len(Relation)))
     by_relation[entry, at, 1:] = table[:, :n_codes]
-    rows, columns = np.nonzero(relation[:, nodes])  # the other root related to a node the entry reaches
+    # the other root related to a node the entry reaches, row by row (as `np.nonzero(relation[:, nodes])`)
+    column_of = np.full(relation.shape[0], -1)
+    column_of[nodes] = np.arange(nodes.shape[0])
+    rows, related = np.divmod(structure.related, relation.shape[0])
+    columns = column_of[related]
+    rows, columns = rows[columns >= 0], columns[columns >= 0]
     if rows.shape[0]:
         values = by_relation[:, columns, relation[rows, nodes[columns]]]  # (K, nonzeros), by row
         starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])

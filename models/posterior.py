@@ -29,18 +29,53 @@ def observed(score: Array) -> tuple[Array, npt.NDArray[np.bool_]]:
     return np.nan_to_num(score), ~np.isnan(score)
 
 
-def root_log_ratio(score: Any, mask: Any, params: ParamArrays, xp: ModuleType = np, *, capped: bool = True) -> Any:
-    """(R, C): what each node adds over health as a root of each class; its scores read at most
-    `fault_peak` (`capped`, as the posterior reads them) or as they are (their density)."""
+def root_terms(score: Any, params: ParamArrays, xp: ModuleType = np, *, capped: bool = True) -> Any:
+    """(R, C, F): what each score adds over health to its node as a root of each class; scores
+    read at most `fault_peak` (`capped`, as the posterior reads them) or as they are (their density)."""
     read = root_scores(score, params, xp) if capped else score
     activation = params.array("activation", xp)  # (C, F)
-    return (log_mixture_ratio(read[:, None, :], activation[None, :, :], params, xp=xp) * mask[:, None, :]).sum(-1)
+    return log_mixture_ratio(read[:, None, :], activation[None, :, :], params, xp=xp)
+
+
+def related_terms(score: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
+    """(R, relations, F): what each score adds over health in each relation to a root (0 for NONE)."""
+    weights, locs = params.array("relation_weight", xp), params.array("relation_loc", xp)  # (relations, F)
+    return log_mixture_ratio(score[:, None, :], weights[None], params, locs[None], xp)
+
+
+def root_log_ratio(score: Any, mask: Any, params: ParamArrays, xp: ModuleType = np, *, capped: bool = True) -> Any:
+    """(R, C): `root_terms` summed over the measured scores."""
+    return (root_terms(score, params, xp, capped=capped) * mask[:, None, :]).sum(-1)
 
 
 def related_ratio(score: Any, mask: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
-    """(R, relations): what each node adds over health in each relation to a root (0 for NONE)."""
-    weights, locs = params.array("relation_weight", xp), params.array("relation_loc", xp)  # (relations, F)
-    return (log_mixture_ratio(score[:, None, :], weights[None], params, locs[None], xp) * mask[:, None, :]).sum(-1)
+    """(R, relations): `related_terms` summed over the measured scores."""
+    return (related_terms(score, params, xp) * mask[:, None, :]).sum(-1)
+
+
+def distinct_columns(score: Array) -> tuple[Array, npt.NDArray[np.intp]]:
+    """Each column's distinct values as one (U, F) table (a shorter column padded with its
+    largest value) and where each score sits in its column: `score == np.take_along_axis(values,
+    at, axis=0)`. Terms evaluated once per value: most scores of a large graph are 0."""
+    if score.shape[0] == 0:
+        return np.zeros((1, score.shape[1])), np.zeros(score.shape, np.intp)
+    order = np.argsort(score, axis=0, kind="stable")
+    ordered = np.take_along_axis(score, order, axis=0)
+    step = np.zeros(score.shape, np.intp)
+    step[1:] = ordered[1:] != ordered[:-1]
+    position = np.cumsum(step, axis=0)
+    at = np.empty_like(position)
+    np.put_along_axis(at, order, position, axis=0)
+    values = np.empty((int(position[-1].max()) + 1, score.shape[1]))
+    values[:] = ordered[-1]
+    np.put_along_axis(values, position, ordered, axis=0)
+    return values, at
+
+
+def _summed(terms: Array, at: npt.NDArray[np.intp], mask: npt.NDArray[np.bool_]) -> Array:
+    """(R, K): per-value terms (U, K, F) of `distinct_columns` summed over each node's measured scores."""
+    summed: Array = (np.take_along_axis(terms, at[:, None, :], axis=0) * mask[:, None, :]).sum(-1)
+    return summed
 
 
 def cause_logits(root: Any, related: Any, mask: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
@@ -51,10 +86,11 @@ def cause_logits(root: Any, related: Any, mask: Any, params: ParamArrays, xp: Mo
 def log_posterior(score: Array, structure: CausalStructure, params: HealthParams) -> Array:
     """Normalised log posterior, shape (candidates, classes); -inf where a class can't be measured."""
     s, mask = observed(score[structure.candidates])
-    ratio = related_ratio(s, mask, params)
-    pairs = np.flatnonzero(structure.relation != 0)  # NONE adds nothing (most pairs)
+    values, at = distinct_columns(s)
+    ratio = _summed(related_terms(values, params), at, mask)
+    pairs = structure.related
     roots, nodes = np.divmod(pairs, s.shape[0])
     related = np.bincount(roots, weights=ratio[nodes, structure.relation.ravel()[pairs]], minlength=s.shape[0])
     with np.errstate(invalid="ignore"):
-        logits: Array = cause_logits(root_log_ratio(s, mask, params), related, mask, params)
+        logits: Array = cause_logits(_summed(root_terms(values, params), at, mask), related, mask, params)
     return logits - float(logsumexp(logits))

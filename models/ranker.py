@@ -157,7 +157,7 @@ def _several_roots(
     explain the evidence better than one (`models.multiroot.compare_roots`); else none."""
     candidates = structure.candidates
     report = np.searchsorted(candidates, _report_rows(evidence, candidates))
-    compared = compare_roots(evidence.score[candidates], structure.relation, log_post, params, report=report)
+    compared = compare_roots(evidence.score[candidates], structure, log_post, params, report=report)
     if compared is None or compared.log_odds <= 0.0:
         return ()
     shown = compared.probability >= SIMULTANEOUS_MIN_PROBABILITY

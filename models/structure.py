@@ -16,7 +16,7 @@ engine where metrics alone show them (`NodeEvidence.lockstep`), which idle while
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
@@ -50,6 +50,10 @@ class CausalStructure:
     candidates: Index  # rows into the evidence's nodes
     relation: npt.NDArray[np.int8]  # [r, i]: `Relation` of candidate i to candidate r
     predecessor: Index  # BFS tree from the alerting nodes: parent of each node row, -1 at roots
+    related: Index = field(init=False)  # the flat positions of `relation` not NONE (most are)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "related", np.flatnonzero(self.relation != Relation.NONE))
 
     def paths(self, nodes: Sequence[int]) -> list[tuple[int, ...]]:
         """Per node, the node rows from it up to the alerting node it was reached from; the walks
@@ -176,7 +180,7 @@ class StructureCache:
         if last is not None and last[0] == key:
             return last[1]
         structure = evidence_structure(evidence, alert_nodes)
-        for array in (structure.candidates, structure.relation, structure.predecessor):
+        for array in (structure.candidates, structure.relation, structure.predecessor, structure.related):
             array.flags.writeable = False  # shared by every ranking that reuses it
         self._last = key, structure
         return structure

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rca.evidence.changepoint import mean_shift
+from rca.evidence.rows import per_window_mean
 
 WINDOWS = 40
 
@@ -33,3 +34,11 @@ def test_the_variance_floor_bounds_a_quiet_rows_statistic_and_sparse_segments_sc
     standard_error = np.sqrt(0.01 / 25 + 0.01 / 15)
     assert floored.score[0] == pytest.approx(0.2 / standard_error)
     assert floored.score[1] == 0.0
+
+
+def test_a_window_mean_is_nan_where_nothing_was_counted() -> None:
+    total = np.array([[3.0, 0.0, 5.0, 2.0], [1.0, 4.0, 0.0, 0.0]])
+    count = np.array([[2.0, 0.0, np.nan, -1.0], [4.0, 2.0, 3.0, 0.0]])
+    mean = per_window_mean(total, count)
+    assert np.array_equal(mean, [[1.5, np.nan, np.nan, np.nan], [0.25, 2.0, 0.0, np.nan]], equal_nan=True)
+    assert np.array_equal(per_window_mean(np.ones((2, 3), np.int64), np.full((2, 3), 4)), np.full((2, 3), 0.25))

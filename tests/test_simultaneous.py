@@ -64,7 +64,7 @@ def test_closed_form_equals_pyro_enumeration(seed: int, params: HealthParams) ->
     structure = causal_structure(7, edges, [0])
     log_post = log_posterior(score, structure, params)
     top = 5
-    compared = compare_roots(score[structure.candidates], structure.relation, log_post, params, top=top)
+    compared = compare_roots(score[structure.candidates], structure, log_post, params, top=top)
     assert compared is not None
 
     roots, classes = np.divmod(np.argsort(-log_post, axis=None, kind="stable")[:top], N_FAULTS)
@@ -99,7 +99,7 @@ def test_two_faulty_nodes_win_over_one_and_are_named_with_their_classes() -> Non
     score, edges = _two_faulty(erroring=30.0)
     structure = causal_structure(7, edges, [0])
     params = load_params()
-    compared = compare_roots(score, structure.relation, log_posterior(score, structure, params), params)
+    compared = compare_roots(score, structure, log_posterior(score, structure, params), params)
     assert compared is not None and compared.log_odds > 0.0
     assert dict(zip(compared.nodes[:2].tolist(), compared.classes[:2].tolist(), strict=True)) == {2: LAT, 5: ERR}
     assert compared.probability[:2].min() > 0.9 and compared.probability.max() <= 1.0
@@ -109,7 +109,7 @@ def test_one_faulty_node_keeps_the_single_root() -> None:
     score, edges = _two_faulty(erroring=0.0)
     structure = causal_structure(7, edges, [0])
     for params in (HealthParams(), load_params()):
-        compared = compare_roots(score, structure.relation, log_posterior(score, structure, params), params)
+        compared = compare_roots(score, structure, log_posterior(score, structure, params), params)
         assert compared is not None and compared.log_odds < 0.0
 
 
@@ -117,7 +117,7 @@ def test_a_single_candidate_has_no_pair_to_weigh() -> None:
     score = np.full((1, N_FAULTS), 5.0)
     structure = causal_structure(1, np.zeros((0, 2), np.int64), [0])
     params = load_params()
-    assert compare_roots(score, structure.relation, log_posterior(score, structure, params), params) is None
+    assert compare_roots(score, structure, log_posterior(score, structure, params), params) is None
 
 
 def test_a_node_and_what_it_is_reported_as_count_once() -> None:
@@ -128,12 +128,12 @@ def test_a_node_and_what_it_is_reported_as_count_once() -> None:
     structure = causal_structure(3, np.array([[0, 1], [1, 2]]), [0])
     params = load_params()
     log_post = log_posterior(score, structure, params)
-    compared = compare_roots(score, structure.relation, log_post, params, report=np.array([0, 1, 1]))
+    compared = compare_roots(score, structure, log_post, params, report=np.array([0, 1, 1]))
     assert compared is not None
     assert 2 not in compared.nodes.tolist()
     assert compared.probability.max() <= 1.0
     with pytest.raises(ValueError, match="extra_root_prior"):
-        compare_roots(score, structure.relation, log_post, params, extra_root_prior=1.0)
+        compare_roots(score, structure, log_post, params, extra_root_prior=1.0)
 
 
 # -- simulated faults ---------------------------------------------------------------------------

@@ -41,6 +41,7 @@ class SpanExtractor:
         self.network_base = len(graph.names.nodes)  # node ids from here on: callees' network nodes
         self.edge_caller, self.edge_caller_known = self._edge_callers()
         self.client, self.wire_edges = self._client_calls()
+        self.unpaired_edges, self.unpaired = self._unpaired_calls()
 
     def shift(self, y: Array, w: Array, direction: int, floor: Array | float) -> Shift:
         return mean_shift(y, w, first=self.first, last=self.last, direction=direction, variance_floor=floor)
@@ -98,9 +99,11 @@ class SpanExtractor:
             label = Labels("network_time_s", self.wire_edges, self._edge_name)
             rows_latency.append((self.network_base + callee, log_gap, wire_calls, label))
         failed = ops.sums[:, :, OpSum.ERRORS]
-        if self.wire_edges.shape[0]:  # a client call's error its callee's span reports is the callee's answer
-            answered = edges.sums[self.wire_edges, :, EdgeSum.ERRORS]
-            failed = np.maximum(failed - sum_rows(self.edge_caller[self.wire_edges], answered, failed.shape[0]), 0.0)
+        answered = edges.sums[self.wire_edges, :, EdgeSum.ERRORS]
+        erring = self.wire_edges[answered.any(axis=1)]
+        if erring.shape[0]:  # a client call's error its callee's span reports is the callee's answer
+            answers = sum_rows(self.edge_caller[erring], edges.sums[erring, :, EdgeSum.ERRORS], failed.shape[0])
+            failed = np.maximum(failed - answers, 0.0)
         error_rate = per_window_mean(failed, calls)
         rows_errors = [(self.node_of[ops.keys], error_rate, calls, self.op_label(ops.keys, "error_rate"))]
         # Virtual callees: the client spans' own durations and errors are their evidence.
@@ -127,15 +130,19 @@ class SpanExtractor:
         )
         return latency, errors
 
+    def _unpaired_calls(self) -> tuple[Index, Array]:
+        """The edge rows with client calls no callee span paired (calls to uninstrumented
+        callees), and how many per window."""
+        s = self.series.edges.sums
+        peer_calls, paired = s[:, :, EdgeSum.PEER_CALLS], s[:, :, EdgeSum.PAIRED]
+        rows = np.flatnonzero((peer_calls > paired).any(axis=1))
+        return rows, np.maximum(peer_calls[rows] - paired[rows], 0.0)
+
     def _unpaired_peer_time(self) -> Array:
         """Seconds each caller operation (ops row) spent in calls to uninstrumented callees, per window."""
-        edges, n = self.series.edges, self.series.ops.keys.shape[0]
-        if edges.keys.shape[0] == 0:
-            return np.zeros((n, self.series.windows))
-        s = edges.sums
-        unpaired = np.maximum(s[:, :, EdgeSum.PEER_CALLS] - s[:, :, EdgeSum.PAIRED], 0.0)
+        s, rows, unpaired = self.series.edges.sums[self.unpaired_edges], self.unpaired_edges, self.unpaired
         share = np.divide(unpaired, s[:, :, EdgeSum.PEER_CALLS], out=np.zeros_like(unpaired), where=unpaired > 0)
-        return sum_rows(self.edge_caller, s[:, :, EdgeSum.PEER_DURATION] * share, n)
+        return sum_rows(self.edge_caller[rows], s[:, :, EdgeSum.PEER_DURATION] * share, self.series.ops.keys.shape[0])
 
     def call_structure(self) -> Rows:
         ops, edges = self.series.ops, self.series.edges
@@ -144,12 +151,17 @@ class SpanExtractor:
         s = edges.sums
         # Successful requests only: a request that fails part-way skips its later calls, and that
         # is the failure's evidence (errors), not a change of the code path.
-        peer_calls = s[:, :, EdgeSum.PEER_CALLS]
-        peer_ok = np.divide(
-            peer_calls - s[:, :, EdgeSum.PEER_ERRORS], peer_calls, out=np.zeros_like(peer_calls), where=peer_calls > 0
-        )
-        unpaired = np.maximum(peer_calls - s[:, :, EdgeSum.PAIRED], 0.0)
-        calls = s[:, :, EdgeSum.CALLS] - s[:, :, EdgeSum.FAILED_CALLER] + unpaired * peer_ok
+        calls = s[:, :, EdgeSum.CALLS] - s[:, :, EdgeSum.FAILED_CALLER]
+        if self.unpaired_edges.shape[0]:  # an uninstrumented callee's calls count where they succeeded
+            peer = s[self.unpaired_edges]
+            peer_calls = peer[:, :, EdgeSum.PEER_CALLS]
+            ok = np.divide(
+                peer_calls - peer[:, :, EdgeSum.PEER_ERRORS],
+                peer_calls,
+                out=np.zeros_like(peer_calls),
+                where=peer_calls > 0,
+            )
+            calls[self.unpaired_edges] += self.unpaired * ok
         caller_op = high(edges.keys)
         known = self.edge_caller_known
         caller_calls = np.zeros_like(calls)
@@ -157,7 +169,7 @@ class SpanExtractor:
         caller_errors = ops.sums[caller, :, OpSum.ERRORS]
         caller_calls[known] = ops.sums[caller, :, OpSum.CALLS] - caller_errors
         per_call = per_window_mean(calls, caller_calls)
-        mean = np.nansum(calls, axis=1) / np.maximum(np.nansum(caller_calls, axis=1), 1.0)
+        mean = calls.sum(axis=1) / np.maximum(caller_calls.sum(axis=1), 1.0)  # counts: never NaN
         floor = np.maximum(mean, 0.02)[:, None]  # Poisson: variance of a count per call ~ its mean
         label = Labels("calls_per_request", low(edges.keys), self.op_name)
         rows = self.rows([(self.node_of[caller_op], per_call, caller_calls, label)], 0, floor)
@@ -165,12 +177,11 @@ class SpanExtractor:
         # A handler that catches an exception, logs it and returns skips its later calls as a
         # failure does: with the requests that logged an error beyond their failed spans counted
         # out too, a call that moves no more is the error's evidence, not a changed code path.
-        caught = np.zeros_like(caller_calls)
-        lines = error_lines(self.series.log_ops, self.templates, caller_op[known])
-        caught[known] = np.maximum(lines - caller_errors, 0)
-        hit = np.flatnonzero(caught.any(axis=1))  # only these rows can score otherwise
-        if hit.shape[0]:
-            uncaught = np.maximum(caller_calls[hit] - caught[hit], 0.0)
+        beyond = error_lines(self.series.log_ops, self.templates, caller_op[known]) - caller_errors
+        logged = np.flatnonzero((beyond > 0).any(axis=1))  # only these rows can score otherwise
+        if logged.shape[0]:
+            hit = np.flatnonzero(known)[logged]
+            uncaught = np.maximum(caller_calls[hit] - np.maximum(beyond[logged], 0), 0.0)
             again = Labels("calls_per_request", low(edges.keys[hit]), self.op_name)
             part = (self.node_of[caller_op[hit]], per_window_mean(calls[hit], uncaught), uncaught, again)
             rows.score[hit] = np.minimum(rows.score[hit], np.abs(self.rows([part], 0, floor[hit]).score))
