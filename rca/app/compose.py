@@ -39,6 +39,7 @@ from rca.incidents.feedback import FeedbackService
 from rca.incidents.service import IncidentService
 from rca.incidents.topology import topology_between
 from rca.ranking.pull import TelemetryPull
+from rca.ranking.warmup import warm_up
 from rca.telemetry.alerts import Alert, format_rfc3339
 from rca.telemetry.metric_table import MetricTable
 from rca.telemetry.spans import DecodeError
@@ -90,6 +91,7 @@ class Service:
         self.store = SqlIncidentStore.open(settings.db)
         params = read_params(settings.params) if settings.params else load_params()
         model = BayesianRanker(params=params)
+        warm_up(model, window_seconds=settings.window_seconds)  # the first alert finds the kernels loaded
         pulls: list[TelemetryPull] = []
         if settings.prometheus_url is not None:
             from ingest.prometheus import PrometheusPull  # httpx is loaded only when it is used
