@@ -41,7 +41,7 @@ class SpanExtractor:
         self.network_base = len(graph.names.nodes)  # node ids from here on: callees' network nodes
         self.edge_caller, self.edge_caller_known = self._edge_callers()
         self.client, self.wire_edges = self._client_calls()
-        self.unpaired_edges, self.unpaired = self._unpaired_calls()
+        self.unpaired_edges, self.unpaired_sums, self.unpaired = self._unpaired_calls()
 
     def shift(self, y: Array, w: Array, direction: int, floor: Array | float) -> Shift:
         return mean_shift(y, w, first=self.first, last=self.last, direction=direction, variance_floor=floor)
@@ -100,9 +100,9 @@ class SpanExtractor:
             rows_latency.append((self.network_base + callee, log_gap, wire_calls, label))
         failed = ops.sums[:, :, OpSum.ERRORS]
         answered = edges.sums[self.wire_edges, :, EdgeSum.ERRORS]
-        erring = self.wire_edges[answered.any(axis=1)]
-        if erring.shape[0]:  # a client call's error its callee's span reports is the callee's answer
-            answers = sum_rows(self.edge_caller[erring], edges.sums[erring, :, EdgeSum.ERRORS], failed.shape[0])
+        erring = answered.any(axis=1)
+        if erring.any():  # a client call's error its callee's span reports is the callee's answer
+            answers = sum_rows(self.edge_caller[self.wire_edges[erring]], answered[erring], failed.shape[0])
             failed = np.maximum(failed - answers, 0.0)
         error_rate = per_window_mean(failed, calls)
         rows_errors = [(self.node_of[ops.keys], error_rate, calls, self.op_label(ops.keys, "error_rate"))]
@@ -130,19 +130,20 @@ class SpanExtractor:
         )
         return latency, errors
 
-    def _unpaired_calls(self) -> tuple[Index, Array]:
+    def _unpaired_calls(self) -> tuple[Index, Array, Array]:
         """The edge rows with client calls no callee span paired (calls to uninstrumented
-        callees), and how many per window."""
+        callees), their sums, and how many such calls per window."""
         s = self.series.edges.sums
-        peer_calls, paired = s[:, :, EdgeSum.PEER_CALLS], s[:, :, EdgeSum.PAIRED]
-        rows = np.flatnonzero((peer_calls > paired).any(axis=1))
-        return rows, np.maximum(peer_calls[rows] - paired[rows], 0.0)
+        rows = np.flatnonzero((s[:, :, EdgeSum.PEER_CALLS] > s[:, :, EdgeSum.PAIRED]).any(axis=1))
+        sums = s[rows]
+        return rows, sums, np.maximum(sums[:, :, EdgeSum.PEER_CALLS] - sums[:, :, EdgeSum.PAIRED], 0.0)
 
     def _unpaired_peer_time(self) -> Array:
         """Seconds each caller operation (ops row) spent in calls to uninstrumented callees, per window."""
-        s, rows, unpaired = self.series.edges.sums[self.unpaired_edges], self.unpaired_edges, self.unpaired
+        s, unpaired = self.unpaired_sums, self.unpaired
         share = np.divide(unpaired, s[:, :, EdgeSum.PEER_CALLS], out=np.zeros_like(unpaired), where=unpaired > 0)
-        return sum_rows(self.edge_caller[rows], s[:, :, EdgeSum.PEER_DURATION] * share, self.series.ops.keys.shape[0])
+        n = self.series.ops.keys.shape[0]
+        return sum_rows(self.edge_caller[self.unpaired_edges], s[:, :, EdgeSum.PEER_DURATION] * share, n)
 
     def call_structure(self) -> Rows:
         ops, edges = self.series.ops, self.series.edges
@@ -153,7 +154,7 @@ class SpanExtractor:
         # is the failure's evidence (errors), not a change of the code path.
         calls = s[:, :, EdgeSum.CALLS] - s[:, :, EdgeSum.FAILED_CALLER]
         if self.unpaired_edges.shape[0]:  # an uninstrumented callee's calls count where they succeeded
-            peer = s[self.unpaired_edges]
+            peer = self.unpaired_sums
             peer_calls = peer[:, :, EdgeSum.PEER_CALLS]
             ok = np.divide(
                 peer_calls - peer[:, :, EdgeSum.PEER_ERRORS],

@@ -11,6 +11,7 @@ from rca.telemetry.builder import SpanBatchBuilder
 from rca.telemetry.spans import SpanBatch
 
 SECOND = 1_000_000_000
+MILLISECOND = 1_000_000
 REQUESTS = 900  # one a second: a quarter of an hour of windows, baseline and incident
 SLOW_FROM = 600  # the callee's own time grows from here on, and one call in five fails
 T0 = 1_000_000_000 * SECOND  # any event time: the graph is the warm-up's own
@@ -28,12 +29,11 @@ def _requests() -> SpanBatch:
     builder = SpanBatchBuilder()
     starts = [T0 + i * SECOND for i in range(REQUESTS)]
     own_ms = [5 + (20 if i >= SLOW_FROM else 0) + i % 3 for i in range(REQUESTS)]
-    ends = [start + ms * 1_000_000 for start, ms in zip(starts, own_ms, strict=True)]
+    ends = [start + ms * MILLISECOND for start, ms in zip(starts, own_ms, strict=True)]
     traces = [i.to_bytes(16, "big") for i in range(1, REQUESTS + 1)]
     roots = [(2 * i + 1).to_bytes(8, "big") for i in range(REQUESTS)]
     calls = [(2 * i + 2).to_bytes(8, "big") for i in range(REQUESTS)]
     failed = [i >= SLOW_FROM and i % 5 == 0 for i in range(REQUESTS)]
-    outer = [(start - SECOND // 1000, end + SECOND // 1000) for start, end in zip(starts, ends, strict=True)]
     server = 2  # OTLP span kind
     builder.extend(
         "frontend",
@@ -43,8 +43,8 @@ def _requests() -> SpanBatch:
         [b""] * REQUESTS,
         ["GET /"] * REQUESTS,
         [server] * REQUESTS,
-        [s for s, _ in outer],
-        [e for _, e in outer],
+        [start - MILLISECOND for start in starts],  # the caller's span wraps its call
+        [end + MILLISECOND for end in ends],
         failed,
         [{}] * REQUESTS,
     )
