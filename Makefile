@@ -4,6 +4,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 TEST_DEBS := prometheus-alertmanager postgresql chromium prometheus
+# test files run side by side, one per core (at most four); `make test TEST_WORKERS=0` runs them in turn
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 
 .PHONY: demo test test-deps lint bench clean
 
@@ -31,7 +33,7 @@ test-deps:
 test: $(STAMP) test-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/rca bench ingest --seconds 10
