@@ -22,7 +22,7 @@ from models.structure import CausalStructure, StructureCache
 from rca.evidence.nodes import FAULTS, NodeEvidence, extract_evidence
 from rca.graph.series import SeriesCache
 from rca.graph.service_graph import ServiceGraph
-from rca.ranking.causes import Cause, Evidence, Ranking, SimultaneousRoot
+from rca.ranking.causes import Cause, Evidence, Ranking, SimultaneousRoot, from_columns
 
 MODEL_NAME = "bayesian-health-enumeration"  # CAUSES.model.name is this @ the parameters' version
 EVIDENCE_PER_CAUSE = 4
@@ -101,30 +101,22 @@ class BayesianRanker:
         node_p = node_p / node_p.sum()
         fault = merged.argmax(axis=1)
         order = np.argsort(-node_p, kind="stable")
-        shown_rows = dominant[order].tolist()
+        shown_rows, reported = dominant[order].tolist(), rows[order].tolist()
         names, services = evidence.nodes, evidence.services
-        causes = tuple(
-            Cause(
-                rank=rank,
-                node=names[row],
-                service=services[row],
-                fault=FAULTS[k],
-                probability=p,
-                evidence=shown,
-                path=(names[row], *(names[i] for i in path[1:])),
-            )
-            for rank, (row, k, p, shown, path) in enumerate(
-                zip(
-                    rows[order].tolist(),
-                    fault[order].tolist(),
-                    node_p[order].tolist(),
-                    _evidence(evidence, shown_rows, fault[order]),
-                    structure.paths(shown_rows),
-                    strict=True,
-                ),
-                start=1,
-            )
-        )
+        node_name = names.__getitem__
+        columns = {
+            "rank": range(1, len(reported) + 1),
+            "node": [names[row] for row in reported],
+            "service": [services[row] for row in reported],
+            "fault": [FAULTS[k] for k in fault[order].tolist()],
+            "probability": node_p[order].tolist(),
+            "evidence": _evidence(evidence, shown_rows, fault[order]),
+            "path": [
+                (names[row], *map(node_name, path[1:]))
+                for row, path in zip(reported, structure.paths(shown_rows), strict=True)
+            ],
+        }
+        causes = tuple(from_columns(Cause, columns))
         return causes, _several_roots(evidence, structure, log_post, self._active_params())
 
 
@@ -181,8 +173,14 @@ def _evidence(evidence: NodeEvidence, rows: list[int], classes: npt.NDArray[np.i
     column = order[at, column]
     signals = evidence.signal
     names = [signals[row][j] for row, j in zip(np.asarray(rows)[at].tolist(), column.tolist(), strict=True)]
-    made = list(
-        map(Evidence, names, observed[at, column].tolist(), baseline[at, column].tolist(), score[at, column].tolist())
+    made = from_columns(
+        Evidence,
+        {
+            "signal": names,
+            "observed": observed[at, column].tolist(),
+            "baseline": baseline[at, column].tolist(),
+            "score": score[at, column].tolist(),
+        },
     )
     ends = np.cumsum(np.bincount(at, minlength=len(rows))).tolist()
     return [tuple(made[start:end]) for start, end in zip([0, *ends[:-1]], ends, strict=True)]

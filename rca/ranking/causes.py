@@ -6,15 +6,18 @@ service graph; the Bayesian ranker in `models/` is the one rca serves.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rca.ranking.pull import SourceStatus
 from rca.telemetry.faults import Fault
 
 if TYPE_CHECKING:
     from rca.graph.service_graph import ServiceGraph
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,23 @@ class Ranking:
     onset_ns: int | None = None  # where the change began, as the ranker located it
     simultaneous: tuple[SimultaneousRoot, ...] = ()
     sources: tuple[SourceStatus, ...] = ()
+
+
+def from_columns(cls: type[T], columns: Mapping[str, Sequence[Any]]) -> list[T]:
+    """Instances of `cls`, a frozen slotted dataclass without `__post_init__` (`Cause`,
+    `Evidence`), from one column per field: each field set through its slot for every instance
+    at once, as `__init__` would set it one instance at a time (a ranking makes thousands of
+    causes and evidence: a frozen `__init__` costs 2.5 times as much)."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    if sorted(columns) != sorted(names) or hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} takes the columns {names}, not {list(columns)}")
+    made = [object.__new__(cls) for _ in range(len(columns[names[0]]))]
+    for name in names:
+        column = columns[name]
+        if len(column) != len(made):
+            raise ValueError(f"column {name!r} has {len(column)} values, not {len(made)}")
+        deque(map(getattr(cls, name).__set__, made, column), maxlen=0)  # runs the setter on each
+    return made
 
 
 class Ranker(Protocol):
