@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rca.evidence.changepoint import mean_shift
-from rca.evidence.rows import per_window_mean
+from rca.evidence.rows import log_window_mean, per_window_mean
 
 WINDOWS = 40
 
@@ -42,3 +42,20 @@ def test_a_window_mean_is_nan_where_nothing_was_counted() -> None:
     mean = per_window_mean(total, count)
     assert np.array_equal(mean, [[1.5, np.nan, np.nan, np.nan], [0.25, 2.0, 0.0, np.nan]], equal_nan=True)
     assert np.array_equal(per_window_mean(np.ones((2, 3), np.int64), np.full((2, 3), 4)), np.full((2, 3), 0.25))
+
+
+def test_a_log_window_mean_reads_0_where_nothing_was_counted_and_shifts_alike() -> None:
+    rng = np.random.default_rng(3)
+    total, count = rng.exponential(0.01, (50, WINDOWS)), rng.poisson(2.0, (50, WINDOWS)).astype(float)
+    logged = log_window_mean(total, count, 1e-3)
+    with np.errstate(invalid="ignore"):
+        reference = np.log(np.maximum(per_window_mean(total, count), 1e-3))  # NaN where count is 0
+    assert (count == 0).any() and np.array_equal(logged[count > 0], reference[count > 0])
+    assert np.all(logged[count == 0] == 0.0)
+    # the shift test weighs a window by its count: an empty one's value is never read
+    new, old = (
+        mean_shift(y, count, first=3, last=WINDOWS - 3, direction=1, variance_floor=0.05) for y in (logged, reference)
+    )
+    assert np.any(new.score > 0)
+    for field in ("onset", "baseline", "observed", "score"):
+        assert np.array_equal(getattr(new, field), getattr(old, field))

@@ -61,17 +61,24 @@ class Rows:
 
 def per_window_mean(total: Array, count: Array) -> Array:
     """`total / count` of two (rows x windows) arrays, NaN where nothing was counted."""
-    return _window_mean(np.asarray(total, np.float64), np.asarray(count, np.float64))
+    return _window_mean(np.asarray(total, np.float64), np.asarray(count, np.float64), np.nan)
+
+
+def log_window_mean(total: Array, count: Array, floor: float) -> Array:
+    """log max(`total / count`, `floor`) per window, for a series the shift test weighs by
+    `count`: a window that counted nothing weighs nothing there and reads 0 here, not NaN (a NaN
+    takes numpy's log off its vector loop, five times slower)."""
+    return np.log(np.maximum(_window_mean(np.asarray(total, np.float64), np.asarray(count, np.float64), 1.0), floor))
 
 
 @njit(cache=True, nogil=True)
-def _window_mean(total: Array, count: Array) -> Array:  # one pass: no mask, no temporaries
+def _window_mean(total: Array, count: Array, empty: float) -> Array:  # one pass: no mask, no temporaries
     rows, windows = total.shape
     mean = np.empty((rows, windows))
     for r in range(rows):
         for t in range(windows):
             c = count[r, t]
-            mean[r, t] = total[r, t] / c if c > 0 else np.nan
+            mean[r, t] = total[r, t] / c if c > 0 else empty
     return mean
 
 

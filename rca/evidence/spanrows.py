@@ -12,7 +12,7 @@ import numpy.typing as npt
 from rca.evidence.changepoint import Shift, mean_shift
 from rca.evidence.llm import Part
 from rca.evidence.logs import error_lines
-from rca.evidence.rows import Labels, Rows, binomial_score, find_sorted, per_window_mean, sum_rows
+from rca.evidence.rows import Labels, Rows, binomial_score, find_sorted, log_window_mean, per_window_mean, sum_rows
 from rca.graph.accumulators import EdgeSum, OpSum
 from rca.graph.keys import high, low
 from rca.graph.names import NodeKind
@@ -87,14 +87,13 @@ class SpanExtractor:
         virtual_time = self._unpaired_peer_time()
         s = ops.sums
         self_time = s[:, :, OpSum.DURATION] - s[:, :, OpSum.CHILD_DURATION] - s[:, :, OpSum.WAIT] - virtual_time
-        log_self = np.log(np.maximum(per_window_mean(self_time, calls), LATENCY_FLOOR_S))
+        log_self = log_window_mean(self_time, calls, LATENCY_FLOOR_S)
         own = ~self.client & ~np.isin(self.op_of[ops.keys], self.names.nccl_ops)
         labels = self.op_label(ops.keys[own], "self_time_s")
         rows_latency = [(self.node_of[ops.keys[own]], log_self[own], calls[own], labels)]
         if self.wire_edges.shape[0]:  # a client call's self time is evidence on its callee's network
             wire_calls = edges.sums[self.wire_edges, :, EdgeSum.CALLS]
-            gap = per_window_mean(edges.sums[self.wire_edges, :, EdgeSum.GAP], wire_calls)
-            log_gap = np.log(np.maximum(gap, LATENCY_FLOOR_S))
+            log_gap = log_window_mean(edges.sums[self.wire_edges, :, EdgeSum.GAP], wire_calls, LATENCY_FLOOR_S)
             callee = self.node_of[low(edges.keys[self.wire_edges])]
             label = Labels("network_time_s", self.wire_edges, self._edge_name)
             rows_latency.append((self.network_base + callee, log_gap, wire_calls, label))
@@ -112,8 +111,7 @@ class SpanExtractor:
         if virtual.any():
             s = edges.sums[virtual]
             peer_calls = s[:, :, EdgeSum.PEER_CALLS]
-            mean = per_window_mean(s[:, :, EdgeSum.PEER_DURATION], peer_calls)
-            log_peer = np.log(np.maximum(mean, LATENCY_FLOOR_S))
+            log_peer = log_window_mean(s[:, :, EdgeSum.PEER_DURATION], peer_calls, LATENCY_FLOOR_S)
             label = Labels("client_time_s", callee_node[virtual], self.names.nodes.__getitem__)
             rows_latency.append((callee_node[virtual], log_peer, peer_calls, label))
             peer_errors = per_window_mean(s[:, :, EdgeSum.PEER_ERRORS], peer_calls)
