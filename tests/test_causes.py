@@ -44,3 +44,12 @@ def test_objects_made_from_columns_equal_those_made_one_by_one() -> None:
 def test_columns_that_do_not_fit_the_fields_are_refused(columns: dict[str, list[object]], message: str) -> None:
     with pytest.raises((TypeError, ValueError), match=message):
         from_columns(Evidence, columns)
+
+
+def test_a_dataclass_without_slots_is_refused() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Plain:
+        signal: str
+
+    with pytest.raises(TypeError, match="Plain is not a slotted dataclass"):
+        from_columns(Plain, {"signal": ["a"]})

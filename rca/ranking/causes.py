@@ -76,7 +76,9 @@ def from_columns(cls: type[T], columns: Mapping[str, Sequence[Any]]) -> list[T]:
     at once, as `__init__` would set it one instance at a time (a ranking makes thousands of
     causes and evidence: a frozen `__init__` costs 2.5 times as much)."""
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    if sorted(columns) != sorted(names) or hasattr(cls, "__post_init__"):
+    if "__slots__" not in vars(cls) or hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} is not a slotted dataclass without __post_init__")
+    if sorted(columns) != sorted(names):
         raise TypeError(f"{cls.__name__} takes the columns {names}, not {list(columns)}")
     made = [object.__new__(cls) for _ in range(len(columns[names[0]]))]
     for name in names:
