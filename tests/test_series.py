@@ -50,3 +50,26 @@ def test_a_cached_series_equals_one_built_afresh_as_spans_arrive_and_the_window_
         _same(window_series(graph, history, window_start, graph.newest_ns + 1, cache), cached)
     assert reused > 20
     assert not cached.edges.sums.flags.writeable
+
+
+def test_a_key_new_in_the_open_window_and_later_spans_keep_the_cached_series_exact() -> None:
+    """The open window gains spans of operations no closed window has (rows added to the copied
+    ones), then more of known operations (the rows stay: one block is copied)."""
+    graph, cache = ServiceGraph(window_seconds=10.0, retention_seconds=900.0), SeriesCache()
+    spans = [("shop", ("GET", "PUT", "POST")[i % 3], i + 1, 0, i * 1000, 5 + i % 7) for i in range(60)]  # 1/s
+    graph.add(batch(*spans))
+    start, history = T0 + 30 * 1_000_000_000, T0
+
+    def compared() -> WindowSeries:
+        cached = window_series(graph, history, start, graph.newest_ns + 1, cache)
+        _same(cached, window_series(graph, history, start, graph.newest_ns + 1))
+        return cached
+
+    first = compared()
+    graph.add(batch(("shop", "HEAD", 101, 0, 59_500, 5), ("cart", "GET", 102, 0, 59_600, 5)))
+    second = compared()
+    assert second.ops.keys.shape[0] == first.ops.keys.shape[0] + 2
+    graph.add(batch(("shop", "HEAD", 103, 0, 59_700, 5), ("cart", "GET", 104, 0, 59_800, 5)))
+    third = compared()
+    assert np.array_equal(third.ops.keys, second.ops.keys)
+    assert third.ops.sums[:, -1, 0].sum() == second.ops.sums[:, -1, 0].sum() + 2

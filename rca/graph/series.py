@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -112,19 +113,22 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
         new_cols, old_cols = (np.asarray(c, np.intp) for c in zip(*reused, strict=True))
         old_rows = np.flatnonzero(previous.present[:, old_cols].any(axis=1))
         keys = np.union1d(previous.table.keys[old_rows], fresh_keys)
+    in_place = previous is not None and bool(reused) and np.array_equal(new_cols, old_cols)
+    # the same rows too (a key new in a fresh column had its row already): one block, nothing to zero first
+    same_rows = in_place and previous is not None and np.array_equal(keys, previous.table.keys)
     # stored column-major (columns, rows, windows): `sums[:, :, c]`, what the evidence reads, is contiguous
-    sums = np.zeros((columns, keys.shape[0], width)).transpose(1, 2, 0)
+    sums = (np.empty if same_rows else np.zeros)((columns, keys.shape[0], width)).transpose(1, 2, 0)
     present = np.zeros((keys.shape[0], width), np.bool_)
-    if previous is not None and reused:
-        same_rows = old_rows.shape[0] == keys.shape[0] == previous.table.keys.shape[0]
-        if same_rows and np.array_equal(new_cols, old_cols):  # columns in place: copy a block
-            common = min(width, previous.present.shape[1])
-            sums[:, :common], present[:, :common] = previous.table.sums[:, :common], previous.present[:, :common]
-            sums[:, fresh], present[:, fresh] = 0.0, False
-        else:
-            new_rows = np.searchsorted(keys, previous.table.keys[old_rows])[:, None]
-            sums[new_rows, new_cols] = previous.table.sums[old_rows[:, None], old_cols]
-            present[new_rows, new_cols] = previous.present[old_rows[:, None], old_cols]
+    if in_place and previous is not None:  # whole rows of windows at once; a column past the old ones is fresh
+        common = min(width, previous.present.shape[1])
+        to: Any = slice(None) if same_rows else np.searchsorted(keys, previous.table.keys[old_rows])
+        of: Any = slice(None) if same_rows else old_rows
+        sums[to, :common], present[to, :common] = previous.table.sums[of, :common], previous.present[of, :common]
+        sums[:, fresh], present[:, fresh] = 0.0, False
+    elif previous is not None and reused:
+        new_rows = np.searchsorted(keys, previous.table.keys[old_rows])[:, None]
+        sums[new_rows, new_cols] = previous.table.sums[old_rows[:, None], old_cols]
+        present[new_rows, new_cols] = previous.present[old_rows[:, None], old_cols]
     if fresh_keys.shape[0]:
         row = np.searchsorted(keys, fresh_keys)
         col = np.repeat(np.asarray(fresh, np.intp), [k.shape[0] for k, _ in built])
