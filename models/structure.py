@@ -53,7 +53,7 @@ class CausalStructure:
     related: Index = field(init=False)  # the flat positions of `relation` not NONE (most are)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "related", np.flatnonzero(self.relation != Relation.NONE))
+        object.__setattr__(self, "related", _flat_related(self.relation))
 
     def paths(self, nodes: Sequence[int]) -> list[tuple[int, ...]]:
         """Per node, the node rows from it up to the alerting node it was reached from; the walks
@@ -100,59 +100,90 @@ def causal_structure(
     # Every node related to a candidate is a candidate itself (callers on the way, callees,
     # peers under a common caller are all reachable), so relations are candidate × candidate.
     inner = adjacency[:n_nodes, :n_nodes][candidates][:, candidates]
-    direct, reach, siblings = _closure(inner.indptr, inner.indices)
-    relation = np.zeros((candidates.shape[0], candidates.shape[0]), np.int8)
     # Replicas are services: not virtual, not network, and their own owners (a GPU is its
     # engine's, not a replica of the host or the other devices its engine also calls).
-    services = np.ones(candidates.shape[0], np.bool_) if owner is None else owner[candidates] == candidates
-    for mask in (virtual, network):
-        if mask is not None:
-            services &= ~mask[candidates]
-    np.copyto(relation, Relation.PEER, where=siblings & services[:, None] & services[None, :])
+    k = candidates.shape[0]
+    services = np.ones(k, np.bool_) if owner is None else owner[candidates] == candidates
+    none = np.zeros(k, np.bool_)
+    virtual_c, network_c = (none if mask is None else mask[candidates] for mask in (virtual, network))
+    services &= ~virtual_c & ~network_c
+    grouped = np.zeros((0, 0), np.int8)  # COLLECTIVE and LOCKSTEP pairs, where there are any
     if communicator is not None and owner is not None and (communicator >= 0).any():
-        np.copyto(relation, Relation.COLLECTIVE, where=_communicators(candidates, communicator, owner))
+        grouped = np.zeros((k, k), np.int8)
+        np.copyto(grouped, Relation.COLLECTIVE, where=_communicators(candidates, communicator, owner))
     if lockstep is not None and (lockstep >= 0).any():
         group = lockstep[candidates]
-        np.copyto(relation, Relation.LOCKSTEP, where=(group[:, None] == group[None, :]) & (group[:, None] >= 0))
-    if virtual is not None:
-        np.copyto(relation, Relation.MEASURED, where=direct & virtual[candidates][None, :])
-    if network is not None:
-        np.copyto(relation, Relation.NETWORK, where=direct & network[candidates][None, :])
-    np.copyto(relation, Relation.ANCESTOR, where=reach.T)  # reach[i, r]: i reaches r, so i is r's ancestor
-    if engine is not None:
-        np.copyto(relation, Relation.ENGINE, where=reach.T & engine[candidates][None, :])
-    np.fill_diagonal(relation, Relation.NONE)
+        grouped = grouped if grouped.shape[0] else np.zeros((k, k), np.int8)
+        np.copyto(grouped, Relation.LOCKSTEP, where=(group[:, None] == group[None, :]) & (group[:, None] >= 0))
+    engine_c = none if engine is None else engine[candidates]
+    relation = _relations(inner.indptr, inner.indices, services, virtual_c, network_c, engine_c, grouped)
     return CausalStructure(candidates, relation, predecessor)
 
 
 @njit(cache=True, nogil=True)
-def _closure(
-    indptr: npt.NDArray[np.int32], indices: npt.NDArray[np.int32]
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-    """From caller → callee adjacency (CSR, n × n): [i, j] i calls j; i reaches j (i itself
-    included, by a walk from each node); and a caller calls both i and j."""
+def _relations(
+    indptr: npt.NDArray[np.int32],
+    indices: npt.NDArray[np.int32],
+    services: npt.NDArray[np.bool_],
+    virtual: npt.NDArray[np.bool_],
+    network: npt.NDArray[np.bool_],
+    engine: npt.NDArray[np.bool_],
+    grouped: npt.NDArray[np.int8],
+) -> npt.NDArray[np.int8]:
+    """[r, i]: the `Relation` of candidate i to root r, from caller → callee adjacency (CSR,
+    n × n) and the candidates' kinds; `grouped`: the COLLECTIVE and LOCKSTEP pairs (n × n, or
+    0 × 0 where there are none). Each kind is written where it applies, in the order of
+    `Relation` (a later kind overrides an earlier one), only at its pairs: most stay NONE."""
     n = indptr.shape[0] - 1
-    direct = np.zeros((n, n), np.bool_)
-    reach = np.zeros((n, n), np.bool_)
-    siblings = np.zeros((n, n), np.bool_)
-    stack = np.empty(n, np.int64)
-    for caller in range(n):
+    relation = np.zeros((n, n), np.int8)
+    for caller in range(n):  # replicas: called by one caller
         callees = indices[indptr[caller] : indptr[caller + 1]]
         for a in callees:
-            direct[caller, a] = True
             for b in callees:
-                siblings[a, b] = True
-        reach[caller, caller] = True
+                if services[a] and services[b]:
+                    relation[a, b] = Relation.PEER
+    for r in range(grouped.shape[0]):
+        for i in range(n):
+            if grouped[r, i]:
+                relation[r, i] = grouped[r, i]
+    for caller in range(n):  # what a root's own client spans measure
+        for callee in indices[indptr[caller] : indptr[caller + 1]]:
+            if virtual[callee]:
+                relation[caller, callee] = Relation.MEASURED
+            elif network[callee]:
+                relation[caller, callee] = Relation.NETWORK
+    reached = np.zeros(n, np.bool_)  # by the walk from the current caller: it is their ancestor
+    stack = np.empty(n, np.int64)
+    for caller in range(n):
+        reached[:] = False
+        reached[caller] = True
+        kind = Relation.ENGINE if engine[caller] else Relation.ANCESTOR
         stack[0], top = caller, 1
         while top:
             top -= 1
             node = stack[top]
             for j in indices[indptr[node] : indptr[node + 1]]:
-                if not reach[caller, j]:
-                    reach[caller, j] = True
+                if not reached[j]:
+                    reached[j] = True
+                    relation[j, caller] = kind
                     stack[top] = j
                     top += 1
-    return direct, reach, siblings
+    for i in range(n):
+        relation[i, i] = Relation.NONE
+    return relation
+
+
+@njit(cache=True, nogil=True)
+def _flat_related(relation: npt.NDArray[np.int8]) -> Index:
+    """`np.flatnonzero(relation != Relation.NONE)` without the temporary mask (NONE is 0)."""
+    flat = relation.ravel()
+    out = np.empty(np.count_nonzero(flat), np.int64)
+    at = 0
+    for p in range(flat.shape[0]):
+        if flat[p]:
+            out[at] = p
+            at += 1
+    return out
 
 
 def _communicators(candidates: Index, communicator: Index, owner: Index) -> npt.NDArray[np.bool_]:
