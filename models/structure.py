@@ -53,7 +53,7 @@ class CausalStructure:
     related: Index = field(init=False)  # the flat positions of `relation` not NONE (most are)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "related", _flat_related(self.relation))
+        object.__setattr__(self, "related", _flat_related(np.ascontiguousarray(self.relation)))
 
     def paths(self, nodes: Sequence[int]) -> list[tuple[int, ...]]:
         """Per node, the node rows from it up to the alerting node it was reached from; the walks
