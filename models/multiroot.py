@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 from models.health import HealthParams, log_faulty, log_healthy, log_prior, mixed, root_scores
 from models.posterior import observed
@@ -200,14 +201,24 @@ def _corrections(
     # the other root related to a node the entry reaches, row by row (as `np.nonzero(relation[:, nodes])`)
     column_of = np.full(relation.shape[0], -1)
     column_of[nodes] = np.arange(nodes.shape[0])
-    rows, related = np.divmod(structure.related, relation.shape[0])
-    columns = column_of[related]
-    rows, columns = rows[columns >= 0], columns[columns >= 0]
-    if rows.shape[0]:
-        values = by_relation[:, columns, relation[rows, nodes[columns]]]  # (K, nonzeros), by row
-        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-        correction[:, rows[starts], :] += np.add.reduceat(values, starts, axis=1)[:, :, None]
+    correction += _related_sums(structure.related, relation, column_of, by_relation)[:, :, None]
     return correction
+
+
+@njit(cache=True, nogil=True)
+def _related_sums(related: Index, relation: npt.NDArray[np.int8], column_of: Index, by_relation: Array) -> Array:
+    """(K, R): per other root, the sum over the reached nodes it is related to of
+    `by_relation[k, column, its relation to the node]`, in the order of `related` (row-major)."""
+    n = relation.shape[0]
+    sums = np.zeros((by_relation.shape[0], n))
+    for position in related:
+        row, node = divmod(position, n)
+        column = column_of[node]
+        if column >= 0:
+            kind = relation[row, node]
+            for k in range(by_relation.shape[0]):
+                sums[k, row] += by_relation[k, column, kind]
+    return sums
 
 
 def _reported(posterior: Array, roots: Index, classes: Index, log_odds: float, report: Index) -> TwoRoots:
