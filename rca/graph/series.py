@@ -107,15 +107,16 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
         built.append(_summed(parts, columns) if parts else _empty(columns))
     fresh_keys = np.concatenate([k for k, _ in built]) if built else np.zeros(0, np.int64)
     width = len(tables)
+    in_place = same_rows = False
     if previous is None or not reused:
         keys = np.unique(fresh_keys)
     else:
         new_cols, old_cols = (np.asarray(c, np.intp) for c in zip(*reused, strict=True))
         old_rows = np.flatnonzero(previous.present[:, old_cols].any(axis=1))
         keys = np.union1d(previous.table.keys[old_rows], fresh_keys)
-    in_place = previous is not None and bool(reused) and np.array_equal(new_cols, old_cols)
-    # the same rows too (a key new in a fresh column had its row already): one block, nothing to zero first
-    same_rows = in_place and previous is not None and np.array_equal(keys, previous.table.keys)
+        in_place = np.array_equal(new_cols, old_cols)
+        # the same rows too (a key new in a fresh column had its row already): one block, nothing to zero first
+        same_rows = in_place and np.array_equal(keys, previous.table.keys)
     # stored column-major (columns, rows, windows): `sums[:, :, c]`, what the evidence reads, is contiguous
     sums = (np.empty if same_rows else np.zeros)((columns, keys.shape[0], width)).transpose(1, 2, 0)
     present = np.zeros((keys.shape[0], width), np.bool_)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rca.graph.service_graph import ServiceGraph
 from rca.ranking.causes import Ranker, Ranking
 from rca.telemetry.builder import SpanBatchBuilder
-from rca.telemetry.spans import SpanBatch
+from rca.telemetry.spans import KIND_SERVER, SpanBatch
 
 SECOND = 1_000_000_000
 MILLISECOND = 1_000_000
@@ -34,7 +34,6 @@ def _requests() -> SpanBatch:
     roots = [(2 * i + 1).to_bytes(8, "big") for i in range(REQUESTS)]
     calls = [(2 * i + 2).to_bytes(8, "big") for i in range(REQUESTS)]
     failed = [i >= SLOW_FROM and i % 5 == 0 for i in range(REQUESTS)]
-    server = 2  # OTLP span kind
     builder.extend(
         "frontend",
         {},
@@ -42,7 +41,7 @@ def _requests() -> SpanBatch:
         roots,
         [b""] * REQUESTS,
         ["GET /"] * REQUESTS,
-        [server] * REQUESTS,
+        [KIND_SERVER] * REQUESTS,
         [start - MILLISECOND for start in starts],  # the caller's span wraps its call
         [end + MILLISECOND for end in ends],
         failed,
@@ -55,7 +54,7 @@ def _requests() -> SpanBatch:
         calls,
         roots,
         ["Query"] * REQUESTS,
-        [server] * REQUESTS,
+        [KIND_SERVER] * REQUESTS,
         starts,
         ends,
         failed,
