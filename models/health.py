@@ -2,7 +2,11 @@
 
 Each node has one anomaly score per fault class (`rca.evidence.nodes`). A healthy node's score is
 half-normal with a heavy exponential tail (noisy services exist); a faulty signal's score is
-log-normal. A node in a given state draws each score from the mixture
+log-normal. Scores are clipped at `MAX_SCORE` (`rca.evidence.nodes`), so a score there is censored:
+it says only that the statistic reached it, and weighs as both densities' mass beyond it. (Read
+as exact, the many clipped scores of a class whose faults are loud would teach a faulty density
+pinned just below the clip, and a subtler fault of that class would read as health.) A node in a
+given state draws each score from the mixture
 `w * faulty + (1 - w) * healthy`, where `w` is the activation of that signal under the root's
 fault class for the root itself, the weight of the node's relation to the root for the others
 (its callers on the way to the alert, the callees seen only through its client spans, its
@@ -23,6 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special
 
 from models.structure import Relation
 from rca.evidence.nodes import N_FAULTS, F
@@ -109,22 +114,37 @@ class ParamArrays(Protocol):
 # `xp` is the array module, and both spell these operations the same way.
 
 
+def _log_ndtr(z: Any, xp: ModuleType) -> Any:
+    """log of the standard normal CDF, accurate far into the tail."""
+    return xp.special.log_ndtr(z) if xp is not np else special.log_ndtr(z)
+
+
+def _censored(score: Any, density: Any, beyond: Any, xp: ModuleType) -> Any:
+    """`density` of scores below `MAX_SCORE`, the log mass `beyond` it for those clipped there."""
+    return xp.where(score >= MAX_SCORE, beyond, density)
+
+
 def log_healthy(score: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
-    """log density of scores (..., F) under a healthy node."""
+    """log density of scores (..., F) under a healthy node (censored at `MAX_SCORE`)."""
     sigma = params.array("healthy_scale", xp)
     tail, mean = params.array("tail_weight", xp), params.array("tail_mean", xp)
     half_normal = math.log(2.0) - 0.5 * math.log(2 * math.pi) - xp.log(sigma) - 0.5 * (score / sigma) ** 2
     exponential = -xp.log(mean) - score / mean
-    return xp.logaddexp(xp.log1p(-tail) + half_normal, xp.log(tail) + exponential)
+    density = xp.logaddexp(xp.log1p(-tail) + half_normal, xp.log(tail) + exponential)
+    beyond = xp.logaddexp(
+        xp.log1p(-tail) + math.log(2.0) + _log_ndtr(-MAX_SCORE / sigma, xp), xp.log(tail) - MAX_SCORE / mean
+    )
+    return _censored(score, density, beyond, xp)
 
 
 def log_faulty(score: Any, params: ParamArrays, loc: Any = None, xp: ModuleType = np) -> Any:
-    """log density of scores (..., F) of a signal a fault drives (log-normal on score + 1), at the
-    root's location unless `loc` says otherwise (a related node's)."""
+    """log density of scores (..., F) of a signal a fault drives (log-normal on score + 1, censored
+    at `MAX_SCORE`), at the root's location unless `loc` says otherwise (a related node's)."""
     loc = params.array("fault_loc", xp) if loc is None else loc
     scale = params.array("fault_scale", xp)
     x = score + 1.0
-    return -xp.log(x) - xp.log(scale) - 0.5 * math.log(2 * math.pi) - 0.5 * ((xp.log(x) - loc) / scale) ** 2
+    density = -xp.log(x) - xp.log(scale) - 0.5 * math.log(2 * math.pi) - 0.5 * ((xp.log(x) - loc) / scale) ** 2
+    return _censored(score, density, _log_ndtr((loc - math.log(MAX_SCORE + 1.0)) / scale, xp), xp)
 
 
 def log_mixture_ratio(score: Any, weight: Any, params: ParamArrays, loc: Any = None, xp: ModuleType = np) -> Any:
