@@ -7,14 +7,16 @@ import json
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pytest
 
 from benchmarks.accuracy import _Scores, _table
-from benchmarks.heldout import main, score_case
+from benchmarks.heldout import llm_scores_scaled, main, score_case
 from benchmarks.plot import ReliabilityBin, plot_report, reliability_bins
-from models.health import load_params
+from models.health import LLM_FAULTS, load_params
 from models.ranker import BayesianRanker
 from models.training import simulated_case, training_case
+from rca.evidence.nodes import F
 
 
 def test_reliability_bins_on_a_hand_made_list() -> None:
@@ -123,6 +125,30 @@ def test_an_overlapping_fault_case_counts_either_root() -> None:
     assert scored.case == f"{scenario}#101" and 0.0 < scored.probability <= 1.0
 
 
+def test_llm_scores_scaled_scales_those_classes_alone_and_the_evaluation_ranks_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = "llm-numa_mismatch"
+    (evidence, alerts, _, _), _ = simulated_case(scenario, 101)
+    scaled = llm_scores_scaled(evidence, 0.25)
+    llm = [F[fault] for fault in LLM_FAULTS]
+    others = [k for k in range(evidence.score.shape[1]) if k not in llm]
+    assert llm_scores_scaled(evidence, 1.0) is evidence
+    assert np.array_equal(scaled.score[:, llm], evidence.score[:, llm] * 0.25, equal_nan=True)
+    assert np.array_equal(scaled.score[:, others], evidence.score[:, others], equal_nan=True)
+    assert np.nanmax(evidence.score[:, llm]) > 0  # the case has LLM evidence to scale (and it is left as it was)
+    out = tmp_path / "faint.json"
+    assert main(["--scenarios", scenario, "--seeds", "101", "--llm-score-scale", "0.25", "--json", str(out)]) == 0
+    assert "seeds 101, LLM scores x0.25, 2 cases" in capsys.readouterr().out  # and its -double
+    written = json.loads(out.read_text())
+    ranker = BayesianRanker(params=load_params())
+    top, unscaled = ranker.causes(scaled, alerts)[0], ranker.causes(evidence, alerts)[0]
+    assert abs(top.probability - unscaled.probability) > 0.01  # fainter evidence, another ranking
+    assert written["llm_score_scale"] == 0.25 and written["per_case"][0]["case"] == f"{scenario}#101"
+    assert written["per_case"][0]["probability"] == pytest.approx(top.probability)
+    assert written["per_case"][0]["top_node"] == top.node
+
+
 def test_heldout_refuses_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--scenarios", "nope"]) == 2
     assert "no scenario starts with 'nope'" in capsys.readouterr().err
@@ -132,3 +158,7 @@ def test_heldout_refuses_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFix
     assert "not a health-parameters file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--seeds", "1,x"])
+    for scale in ("0", "1.5", "x"):
+        with pytest.raises(SystemExit):
+            main(["--llm-score-scale", scale])
+        assert "LLM score scale must be a number in (0, 1]" in capsys.readouterr().err
