@@ -7,8 +7,13 @@ import numpy as np
 from models.ranker import BayesianRanker
 from rca.evidence.nodes import extract_evidence
 from rca.graph.accumulators import EdgeSum
+from rca.graph.keys import low
+from rca.graph.names import NodeKind
 from rca.graph.service_graph import ServiceGraph
-from tests.spanfactory import T0, batch
+from rca.telemetry.builder import SpanBatchBuilder
+from rca.telemetry.faults import Fault
+from rca.telemetry.spans import KIND_CLIENT, KIND_SERVER
+from tests.spanfactory import T0, batch, evidence_of_last_minutes, sid, tid
 
 WINDOW_MS = 10_000
 
@@ -51,6 +56,49 @@ def test_the_graph_records_each_calls_time_outside_its_child() -> None:
     _, sums, _ = graph.aggregate(T0, T0 + 10**10).edges.view()
     assert sums[:, EdgeSum.CALLS].tolist() == [1.0]
     assert abs(sums[0, EdgeSum.GAP] - 0.020) < 1e-6  # 50 ms less the child's 30 ms
+
+
+def _deadline_calls(builder: SpanBatchBuilder, trace: int, start_ms: int, item_ms: int, timed_out: bool) -> None:
+    """frontend's `GET /` calls b's `GET /item` through a client span; a timed-out attempt (the
+    client's 30 ms deadline passed, its span failed, the callee went on) is retried once."""
+    ms = 1_000_000
+    t, at = tid(trace), T0 + start_ms * ms
+    attempts = [(30, True), (item_ms + 2, False)] if timed_out else [(item_ms + 2, False)]
+    root, elapsed = sid(trace * 10), 0
+    for k, (client_ms, failed) in enumerate(attempts):
+        client, server = sid(trace * 10 + 2 * k + 1), sid(trace * 10 + 2 * k + 2)
+        begin = at + (1 + elapsed) * ms
+        builder.add(t, client, root, "frontend", "HTTP GET", KIND_CLIENT, begin, begin + client_ms * ms, failed, {}, {})
+        answered = begin + (1 + item_ms) * ms
+        builder.add(t, server, client, "b", "GET /item", KIND_SERVER, begin + ms, answered, False, {}, {})
+        elapsed += client_ms
+    builder.add(t, root, b"", "frontend", "GET /", KIND_SERVER, at, at + (elapsed + 2) * ms, False, {}, {})
+
+
+def test_a_client_that_gave_up_before_its_callee_answered_adds_no_network_time() -> None:
+    # the client gave up at its 30 ms deadline, its callee went on for 80 ms; the retry was answered
+    builder = SpanBatchBuilder()
+    _deadline_calls(builder, 1, 0, 80, timed_out=True)
+    graph = ServiceGraph()
+    graph.add(builder.build().batch)
+    keys, sums, _ = graph.aggregate(T0, T0 + 10**10).edges.view()
+    b = graph.names.node("b", NodeKind.SERVICE)
+    (row,) = np.flatnonzero(graph.names.nodeop_node[low(keys)] == b)  # the client operation -> b
+    assert sums[row, EdgeSum.GAVE_UP] == 1.0  # of two attempts, the timed-out one
+    assert abs(sums[row, EdgeSum.GAP] - 0.002) < 1e-6  # the answered one's 2 ms; not the other's -51 ms
+
+
+def test_calls_a_client_gave_up_on_are_its_callees_slowness_not_its_own_errors() -> None:
+    # b slows from 8 to 60 ms in the last 6 of 20 windows; frontend's calls to it time out and retry
+    builder = SpanBatchBuilder()
+    for window in range(20):
+        for k in range(40):
+            trace = window * 100 + k + 1
+            _deadline_calls(builder, trace, window * WINDOW_MS + k * 200, 60 if window >= 14 else 8, window >= 14)
+    ev = evidence_of_last_minutes(builder, T0 + 20 * WINDOW_MS * 1_000_000)
+    errors, latency = list(Fault).index(Fault.ERRORS), list(Fault).index(Fault.LATENCY)
+    assert ev.score[ev.index("b"), latency] > 5.0
+    assert not np.nan_to_num(ev.score[ev.index("frontend"), errors]) > 0.0
 
 
 def test_a_delay_into_one_callee_points_to_that_callee_not_its_caller() -> None:

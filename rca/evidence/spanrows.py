@@ -98,9 +98,11 @@ class SpanExtractor:
             label = Labels("network_time_s", self.wire_edges, self._edge_name)
             rows_latency.append((self.network_base + callee, log_gap, wire_calls, label))
         failed = ops.sums[:, :, OpSum.ERRORS]
-        answered = edges.sums[self.wire_edges, :, EdgeSum.ERRORS]
+        # a client call's error its callee's span reports is the callee's answer; one its callee
+        # outlived is the client's deadline passing on the callee's time (read as its latency)
+        answered = edges.sums[self.wire_edges, :, EdgeSum.ERRORS] + edges.sums[self.wire_edges, :, EdgeSum.GAVE_UP]
         erring = answered.any(axis=1)
-        if erring.any():  # a client call's error its callee's span reports is the callee's answer
+        if erring.any():
             answers = sum_rows(self.edge_caller[self.wire_edges[erring]], answered[erring], failed.shape[0])
             failed = np.maximum(failed - answers, 0.0)
         error_rate = per_window_mean(failed, calls)

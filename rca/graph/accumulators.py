@@ -120,8 +120,13 @@ class EdgeSum(IntEnum):
     PEER_ERRORS = 4
     PEER_DURATION = 5
     PAIRED = 6  # of those, the ones whose instrumented child span was found
-    GAP = 7  # parent's duration less the child's: for a client call's one child, the network time
+    # parent's duration less the child's, at least 0: for a client call's one child, the network
+    # time (a client that gave up before its callee answered, or a skewed clock, says nothing of it)
+    GAP = 7
     FAILED_CALLER = 8  # of CALLS, those whose caller span failed (call structure reads successful requests)
+    # of CALLS, those that did not fail but outlived their failed caller: a client that gave up
+    # waiting (its deadline passed on the callee's time), not a failure of the client's own
+    GAVE_UP = 9
 
 
 class SignalSum(IntEnum):

@@ -362,7 +362,8 @@ class ServiceGraph:
     ) -> None:
         """Counts resolved children on their parents: `covered` (the share of the parent's time
         each adds to its children's union) against the parent's own time, every child on its edge
-        (and whether its parent failed: call structure reads successful requests)."""
+        (and whether its parent failed: call structure reads successful requests), with `gap`, the
+        parent's duration less the child's (`EdgeSum.GAP`, `EdgeSum.GAVE_UP` where negative)."""
         if child.shape[0] == 0:
             return
         self._resolved += child.shape[0]
@@ -373,7 +374,18 @@ class ServiceGraph:
             aggregate.ops.add(parent_nodeop, sums, None, index)
         # Every child counts on its parent operation's edge, local ones too: together they are the
         # operation's call structure. Only remote ones make graph edges (`graphview`).
-        count_edges(self.windows, window, parent_nodeop, child, duration, error, gap=gap, caller_failed=parent_failed)
+        gave_up = parent_failed & ~error & (gap < 0)
+        count_edges(
+            self.windows,
+            window,
+            parent_nodeop,
+            child,
+            duration,
+            error,
+            gap=np.maximum(gap, 0.0),
+            caller_failed=parent_failed,
+            gave_up=gave_up,
+        )
         node_of = self.names.nodeop_node
         remote = node_of[parent_nodeop] != node_of[child]
         paired = remote & (parent_peer >= 0)

@@ -59,6 +59,7 @@ def count_edges(
     peer: bool = False,
     gap: Array | None = None,
     caller_failed: npt.NDArray[np.bool_] | None = None,
+    gave_up: npt.NDArray[np.bool_] | None = None,
 ) -> None:
     sums = np.zeros((caller.shape[0], len(EdgeSum)))
     base = EdgeSum.PEER_CALLS if peer else EdgeSum.CALLS
@@ -69,6 +70,8 @@ def count_edges(
         sums[:, EdgeSum.GAP] = gap
     if caller_failed is not None:
         sums[:, EdgeSum.FAILED_CALLER] = caller_failed
+    if gave_up is not None:
+        sums[:, EdgeSum.GAVE_UP] = gave_up
     keys = pair_key(caller, callee)
     hist = buckets(duration)
     for aggregate, index in by_window(windows, window):
