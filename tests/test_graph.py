@@ -60,6 +60,15 @@ def test_children_called_in_parallel_count_their_covered_time_once() -> None:
     assert abs(view.nodes["e"]["operations"]["root"]["self_time_mean_s"] - 0.020) < 1e-9  # 50 - 30 covered
 
 
+def test_a_child_outlasting_its_parent_leaves_the_parent_no_less_than_no_time() -> None:
+    # b's host clock runs 15 ms ahead: its 30 ms span ends 10 ms after its caller's 25 ms one
+    # (another request's 40 ms of own time beside it must not be pulled down by it)
+    graph = ServiceGraph()
+    graph.add(batch(("a", "root", 1, 0, 0, 25), ("b", "x", 2, 1, 5, 30), ("a", "root", 3, 0, 100, 40)))
+    view = graph_between(graph, WIDE)
+    assert abs(view.nodes["a"]["operations"]["root"]["self_time_mean_s"] - 0.020) < 1e-9  # (0 + 40) / 2, not 17.5
+
+
 def test_windows_are_keyed_by_event_time_and_select_by_range() -> None:
     graph = ServiceGraph(window_seconds=10)
     graph.add(batch(("a", "op", 1, 0, 0, 5), ("a", "op", 2, 0, 25_000, 5)))

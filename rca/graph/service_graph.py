@@ -331,7 +331,9 @@ class ServiceGraph:
         found = parent[:, 0] >= 0
         duration = (p.end_ns[found] - p.start_ns[found]) / 1e9
         gap = parent_s[found] - duration
-        covered = covered_credit(p.parent[found], p.start_ns[found], p.end_ns[found])
+        # at most the parent's own duration: a child can outlast its parent where the hosts'
+        # clocks disagree (or the client gave up), and no parent spends less than no time itself
+        covered = np.minimum(covered_credit(p.parent[found], p.start_ns[found], p.end_ns[found]), parent_s[found])
         self._attribute(parent[found], p.nodeop[found], duration, covered, p.error[found], gap)
         waiting = ~found
         stale = p.window < newest - self.pending_windows
