@@ -73,3 +73,29 @@ def test_a_key_new_in_the_open_window_and_later_spans_keep_the_cached_series_exa
     third = compared()
     assert np.array_equal(third.ops.keys, second.ops.keys)
     assert third.ops.sums[:, -1, 0].sum() == second.ops.sums[:, -1, 0].sum() + 2
+
+
+def test_the_open_window_is_rewritten_in_place_only_once_no_earlier_series_is_held() -> None:
+    """Ranked again as spans arrive, the series rewrites only its open window into the buffers it
+    built last time, unless a series handed out earlier still reads them: that one never changes."""
+    graph, cache = ServiceGraph(window_seconds=10.0, retention_seconds=900.0), SeriesCache()
+    graph.add(batch(*(("shop", ("GET", "PUT")[i % 2], i + 1, 0, i * 1000, 5) for i in range(60))))
+    start, history = T0 + 30 * 1_000_000_000, T0
+
+    def cached() -> WindowSeries:
+        return window_series(graph, history, start, graph.newest_ns + 1, cache)
+
+    held = cached()
+    kept = held.ops.sums.copy()
+    graph.add(batch(("shop", "GET", 101, 0, 59_500, 5)))
+    copied = cached()
+    assert np.array_equal(held.ops.sums, kept)  # the held series is untouched
+    assert not np.shares_memory(copied.ops.sums, held.ops.sums)
+    address = copied.ops.sums.__array_interface__["data"][0]  # not the buffer itself: that would hold it
+    del held, copied
+    graph.add(batch(("shop", "PUT", 102, 0, 59_600, 5)))
+    rewritten = cached()
+    assert rewritten.ops.sums.__array_interface__["data"][0] == address
+    _same(rewritten, window_series(graph, history, start, graph.newest_ns + 1))
+    assert rewritten.ops.sums[:, -1, 0].sum() == kept[:, -1, 0].sum() + 2
+    assert not rewritten.ops.sums.flags.writeable

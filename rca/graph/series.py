@@ -10,6 +10,7 @@ number of columns.
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -113,23 +114,29 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
     else:
         new_cols, old_cols = (np.asarray(c, np.intp) for c in zip(*reused, strict=True))
         old_rows = np.flatnonzero(previous.present[:, old_cols].any(axis=1))
-        keys = np.union1d(previous.table.keys[old_rows], fresh_keys)
+        keys = _union(previous.table.keys, old_rows, fresh_keys)
         in_place = np.array_equal(new_cols, old_cols)
         # the same rows too (a key new in a fresh column had its row already): one block, nothing to zero first
         same_rows = in_place and np.array_equal(keys, previous.table.keys)
-    # stored column-major (columns, rows, windows): `sums[:, :, c]`, what the evidence reads, is contiguous
-    sums = (np.empty if same_rows else np.zeros)((columns, keys.shape[0], width)).transpose(1, 2, 0)
-    present = np.zeros((keys.shape[0], width), np.bool_)
-    if in_place and previous is not None:  # whole rows of windows at once; a column past the old ones is fresh
-        common = min(width, previous.present.shape[1])
-        to: Any = slice(None) if same_rows else np.searchsorted(keys, previous.table.keys[old_rows])
-        of: Any = slice(None) if same_rows else old_rows
-        sums[to, :common], present[to, :common] = previous.table.sums[of, :common], previous.present[of, :common]
+    if same_rows and previous is not None and width == previous.present.shape[1] and _unshared(previous):
+        # nothing handed out earlier still reads the buffers: only the fresh columns are rewritten
+        sums, present = previous.table.sums, previous.present
+        sums.flags.writeable = True
         sums[:, fresh], present[:, fresh] = 0.0, False
-    elif previous is not None and reused:
-        new_rows = np.searchsorted(keys, previous.table.keys[old_rows])[:, None]
-        sums[new_rows, new_cols] = previous.table.sums[old_rows[:, None], old_cols]
-        present[new_rows, new_cols] = previous.present[old_rows[:, None], old_cols]
+    else:
+        # stored column-major (columns, rows, windows): `sums[:, :, c]`, what the evidence reads, is contiguous
+        sums = (np.empty if same_rows else np.zeros)((columns, keys.shape[0], width)).transpose(1, 2, 0)
+        present = np.zeros((keys.shape[0], width), np.bool_)
+        if in_place and previous is not None:  # whole rows of windows at once; a column past the old ones is fresh
+            common = min(width, previous.present.shape[1])
+            to: Any = slice(None) if same_rows else np.searchsorted(keys, previous.table.keys[old_rows])
+            of: Any = slice(None) if same_rows else old_rows
+            sums[to, :common], present[to, :common] = previous.table.sums[of, :common], previous.present[of, :common]
+            sums[:, fresh], present[:, fresh] = 0.0, False
+        elif previous is not None and reused:
+            new_rows = np.searchsorted(keys, previous.table.keys[old_rows])[:, None]
+            sums[new_rows, new_cols] = previous.table.sums[old_rows[:, None], old_cols]
+            present[new_rows, new_cols] = previous.present[old_rows[:, None], old_cols]
     if fresh_keys.shape[0]:
         row = np.searchsorted(keys, fresh_keys)
         col = np.repeat(np.asarray(fresh, np.intp), [k.shape[0] for k, _ in built])
@@ -137,6 +144,25 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
         present[row, col] = True
     sums.flags.writeable = False  # shared with the next call through the cache
     return _Stacked(Table(keys, sums), identity, present)
+
+
+def _union(
+    known: npt.NDArray[np.int64], kept: npt.NDArray[np.intp], fresh: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """The sorted union of `known[kept]` and `fresh`: `known` itself (the same object) when every
+    row is kept and no fresh key is new, as while an incident is ranked again and again."""
+    if kept.shape[0] == known.shape[0]:
+        at = np.minimum(np.searchsorted(known, fresh), max(known.shape[0] - 1, 0))
+        if known.shape[0] and np.array_equal(known[at], fresh):
+            return known
+    return np.union1d(known[kept], fresh)
+
+
+def _unshared(stacked: _Stacked) -> bool:
+    """Whether only the cache still holds `stacked`'s arrays: no series handed out earlier is
+    alive (counted by CPython's references: its table, and every view of the buffer through
+    `base`), so they may be written in place rather than copied."""
+    return sys.getrefcount(stacked.table) == 2 and sys.getrefcount(stacked.table.sums.base) == 2
 
 
 def window_series(
