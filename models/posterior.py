@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 from scipy.special import logsumexp
 
 from models.health import HealthParams, ParamArrays, log_mixture_ratio, log_prior, root_scores
@@ -72,10 +73,30 @@ def distinct_columns(score: Array) -> tuple[Array, npt.NDArray[np.intp]]:
     return values, at
 
 
+@njit(cache=True, nogil=True)
 def _summed(terms: Array, at: npt.NDArray[np.intp], mask: npt.NDArray[np.bool_]) -> Array:
-    """(R, K): per-value terms (U, K, F) of `distinct_columns` summed over each node's measured scores."""
-    summed: Array = (np.take_along_axis(terms, at[:, None, :], axis=0) * mask[:, None, :]).sum(-1)
+    """(R, K): per-value terms (U, K, F) of `distinct_columns` summed over each node's measured
+    scores, in one pass without the (R, K, F) gather."""
+    rows, signals = at.shape
+    summed = np.zeros((rows, terms.shape[1]))
+    for r in range(rows):
+        for f in range(signals):
+            if mask[r, f]:
+                for k in range(terms.shape[1]):
+                    summed[r, k] += terms[at[r, f], k, f]
     return summed
+
+
+@njit(cache=True, nogil=True)
+def _summed_per_root(related: npt.NDArray[np.int64], relation: npt.NDArray[np.int8], ratio: Array) -> Array:
+    """Per root, the `ratio[node, relation]` of its related nodes (`CausalStructure.related`:
+    flat positions root * R + node of the relation matrix)."""
+    n = ratio.shape[0]
+    flat = relation.ravel()
+    sums = np.zeros(n)
+    for position in related:
+        sums[position // n] += ratio[position % n, flat[position]]
+    return sums
 
 
 def cause_logits(root: Any, related: Any, mask: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
@@ -87,10 +108,7 @@ def log_posterior(score: Array, structure: CausalStructure, params: HealthParams
     """Normalised log posterior, shape (candidates, classes); -inf where a class can't be measured."""
     s, mask = observed(score[structure.candidates])
     values, at = distinct_columns(s)
-    ratio = _summed(related_terms(values, params), at, mask)
-    pairs = structure.related
-    roots, nodes = np.divmod(pairs, s.shape[0])
-    related = np.bincount(roots, weights=ratio[nodes, structure.relation.ravel()[pairs]], minlength=s.shape[0])
+    related = _summed_per_root(structure.related, structure.relation, _summed(related_terms(values, params), at, mask))
     with np.errstate(invalid="ignore"):
         logits: Array = cause_logits(_summed(root_terms(values, params), at, mask), related, mask, params)
     return logits - float(logsumexp(logits))
