@@ -50,25 +50,34 @@ def _search(
     cw: Array, cwy: Array, cwyy: Array, nonzero: float, floor: float, splits: Any, direction: int
 ) -> tuple[int, float, float, float]:
     """The best of `splits` for one row (cumulative weights, weighted values and squares):
-    split, baseline mean, observed mean and statistic."""
+    split, baseline mean, observed mean and statistic. Only the statistic is computed per split;
+    the means once, for the best."""
     n = cw.shape[0]
     total_w, total_wy, total_wyy = cw[n - 1], cwy[n - 1], cwyy[n - 1]
-    best, best_key, best_b, best_a, best_stat = splits[0], -np.inf, 0.0, 0.0, 0.0
+    dof = max(nonzero - 2.0, 1.0)
+    best, best_key, best_stat = splits[0], -np.inf, 0.0
     for k in splits:
-        wb, wyb, wyyb = cw[k - 1], cwy[k - 1], cwyy[k - 1]
-        wa, wya, wyya = total_w - wb, total_wy - wyb, total_wyy - wyyb
-        # an empty segment has no weighted values either (0/0, as numpy's NaN)
-        mb = wyb / wb if wb != 0 else np.nan
-        ma = wya / wa if wa != 0 else np.nan
-        scatter = (wyyb - wyb * mb) + (wyya - wya * ma)
-        sigma2 = max(_finite(scatter / max(nonzero - 2.0, 1.0)), floor)
-        stat = (ma - mb) / np.sqrt(sigma2 / wb + sigma2 / wa) if wb >= MIN_WEIGHT and wa >= MIN_WEIGHT else 0.0
-        if not np.isfinite(stat):
-            stat = 0.0
+        wb = cw[k - 1]
+        wa = total_w - wb
+        stat = 0.0
+        if wb >= MIN_WEIGHT and wa >= MIN_WEIGHT:
+            wyb, wyyb = cwy[k - 1], cwyy[k - 1]
+            wya, wyya = total_wy - wyb, total_wyy - wyyb
+            mb, ma = wyb / wb, wya / wa
+            scatter = (wyyb - wyb * mb) + (wyya - wya * ma)
+            sigma2 = max(_finite(scatter / dof), floor)
+            stat = (ma - mb) / np.sqrt(sigma2 / wb + sigma2 / wa)
+            if not np.isfinite(stat):
+                stat = 0.0
         key = stat * direction if direction else abs(stat)
         if key > best_key:
-            best, best_key, best_b, best_a, best_stat = k, key, _finite(mb), _finite(ma), stat
-    return best, best_b, best_a, best_stat
+            best, best_key, best_stat = k, key, stat
+    wb = cw[best - 1]
+    wa = total_w - wb
+    # an empty segment has no weighted values either (0/0, as numpy's NaN)
+    mb = cwy[best - 1] / wb if wb != 0 else np.nan
+    ma = (total_wy - cwy[best - 1]) / wa if wa != 0 else np.nan
+    return best, _finite(mb), _finite(ma), best_stat
 
 
 @njit(cache=True, nogil=True)
