@@ -95,7 +95,8 @@ def _empty(columns: int) -> tuple[npt.NDArray[np.int64], Float2]:
 def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | None) -> _Stacked:
     """One column per list of tables (summed), keyed by the union of their keys; each column
     built in one scatter (after its tables are summed, each key occurs once), or copied from
-    `previous` when its tables are unchanged."""
+    `previous` when its tables are unchanged (left in place in its buffers when nothing else
+    holds them, `_unshared`)."""
     identity = tuple(tuple((t.serial, t.version) for t in column) for column in tables)
     if previous is not None and identity == previous.identity:
         return previous
@@ -189,7 +190,9 @@ def window_series(
         stacked = {k: _stack(tables, n, None) for k, (tables, n) in kinds.items()}
     else:
         with cache.lock:
-            stacked = {k: _stack(tables, n, cache.stacked.get(k)) for k, (tables, n) in kinds.items()}
+            # emptied until every stack is built: a call that fails leaves no buffer half-rewritten
+            previous, cache.stacked = cache.stacked, {}
+            stacked = {k: _stack(tables, n, previous.get(k)) for k, (tables, n) in kinds.items()}
             cache.stacked = stacked
     return WindowSeries(
         first=first,
