@@ -10,6 +10,7 @@ number of columns.
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from dataclasses import dataclass
@@ -163,7 +164,19 @@ def _unshared(stacked: _Stacked) -> bool:
     """Whether only the cache still holds `stacked`'s arrays: no series handed out earlier is
     alive (counted by CPython's references: its table, and every view of the buffer through
     `base`), so they may be written in place rather than copied."""
-    return sys.getrefcount(stacked.table) == 2 and sys.getrefcount(stacked.table.sums.base) == 2
+    return _references(stacked) == _held_by_nothing_else()
+
+
+def _references(stacked: _Stacked) -> tuple[int, int]:
+    return sys.getrefcount(stacked.table), sys.getrefcount(stacked.table.sums.base)
+
+
+@functools.cache
+def _held_by_nothing_else() -> tuple[int, int]:
+    """What `_references` reads of a stack nothing else holds, on this interpreter (which may
+    borrow references it does not count): read off a probe built alike."""
+    sums = np.zeros((0, 0, 0)).transpose(1, 2, 0)
+    return _references(_Stacked(Table(np.zeros(0, np.int64), sums), (), np.zeros((0, 0), np.bool_)))
 
 
 def window_series(
