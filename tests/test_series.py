@@ -99,3 +99,23 @@ def test_the_open_window_is_rewritten_in_place_only_once_no_earlier_series_is_he
     _same(rewritten, window_series(graph, history, start, graph.newest_ns + 1))
     assert rewritten.ops.sums[:, -1, 0].sum() == kept[:, -1, 0].sum() + 2
     assert not rewritten.ops.sums.flags.writeable
+
+
+def test_every_column_holds_its_windows_own_sums_row_by_row() -> None:
+    """Checked against each window's table read key by key (not through the stacking code)."""
+    case = simulate("boutique-errors", seed=2, rate=2)
+    graph = ServiceGraph(window_seconds=10.0, retention_seconds=900.0)
+    for spans in case.batches:
+        graph.add(spans)
+    first = min(graph.windows)
+    series = window_series(graph, 0, first * graph.window_ns, graph.newest_ns + 1)
+    assert not series.history and series.windows == len(graph.windows)
+    row_of = {int(k): i for i, k in enumerate(series.edges.keys)}
+    assert len(row_of) > 10
+    for column, w in enumerate(range(first, first + series.windows)):
+        expected = np.zeros(series.edges.sums.shape[::2])  # (rows, sums)
+        if (window := graph.windows.get(w)) is not None:
+            keys, sums, _ = window.edges.view()
+            for key, values in zip(keys.tolist(), sums, strict=True):
+                expected[row_of[key]] = values
+        assert np.array_equal(series.edges.sums[:, column, :], expected), column

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 from rca.graph.accumulators import EdgeSum, KeyedTable, LogSum, OpSum, SignalSum
 from rca.graph.service_graph import ServiceGraph
@@ -111,8 +112,9 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
     fresh_keys = np.concatenate([k for k, _ in built]) if built else np.zeros(0, np.int64)
     width = len(tables)
     in_place = same_rows = False
+    row: npt.NDArray[np.intp] | None = None  # where each fresh key's row is
     if previous is None or not reused:
-        keys = np.unique(fresh_keys)
+        keys, row = np.unique(fresh_keys, return_inverse=True)
     else:
         new_cols, old_cols = (np.asarray(c, np.intp) for c in zip(*reused, strict=True))
         old_rows = np.flatnonzero(previous.present[:, old_cols].any(axis=1))
@@ -140,12 +142,39 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
             sums[new_rows, new_cols] = previous.table.sums[old_rows[:, None], old_cols]
             present[new_rows, new_cols] = previous.present[old_rows[:, None], old_cols]
     if fresh_keys.shape[0]:
-        row = np.searchsorted(keys, fresh_keys)
+        row = np.searchsorted(keys, fresh_keys) if row is None else row
         col = np.repeat(np.asarray(fresh, np.intp), [k.shape[0] for k, _ in built])
-        sums[row, col] = np.concatenate([v for _, v in built])
-        present[row, col] = True
+        _scatter(sums.transpose(2, 0, 1), present, row, col, np.concatenate([v for _, v in built]))
     sums.flags.writeable = False  # shared with the next call through the cache
     return _Stacked(Table(keys, sums), identity, present)
+
+
+@njit(cache=True, nogil=True)
+def _scatter(
+    planes: Float3,
+    present: npt.NDArray[np.bool_],
+    rows: npt.NDArray[np.intp],
+    columns: npt.NDArray[np.intp],
+    values: Float2,
+) -> None:
+    """The fresh windows' sums (`values[i]` to row `rows[i]` of window `columns[i]`) into the
+    stacked (sums, rows, windows) planes, taken in row order (a counting sort): each plane is
+    written front to back, not a window at a time down every row."""
+    n_rows = planes.shape[1]
+    start = np.zeros(n_rows + 1, np.int64)
+    for i in range(rows.shape[0]):
+        start[rows[i] + 1] += 1
+    for r in range(n_rows):
+        start[r + 1] += start[r]
+    order = np.empty(rows.shape[0], np.int64)
+    for i in range(rows.shape[0]):
+        order[start[rows[i]]] = i
+        start[rows[i]] += 1
+    for entry in order:
+        r, w = rows[entry], columns[entry]
+        present[r, w] = True
+        for c in range(planes.shape[0]):
+            planes[c, r, w] = values[entry, c]
 
 
 def _union(
