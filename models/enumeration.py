@@ -75,14 +75,16 @@ def two_root_model(
     score: torch.Tensor,
     mask: torch.Tensor,
     relation: torch.Tensor,
+    group: torch.Tensor,
     roots: torch.Tensor,
     classes: torch.Tensor,
     params: HealthParams,
 ) -> None:
-    """score, mask: (R, F) candidates; relation: (R, R); roots, classes: (K,) the (candidate,
-    class) entries S one root ranges over, the other ranging over every entry. A pair's prior is
-    each root's single-root prior, normalised over the pairs on distinct nodes; a pair whose
-    first root lies outside S stands for both its orders."""
+    """score, mask: (R, F) candidates; relation: (R, R); group: (R,) `CausalStructure.group`;
+    roots, classes: (K,) the (candidate, class) entries S one root ranges over, the other ranging
+    over every entry. A pair's prior is the product of its roots' single-root priors; a pair within
+    one group is one root (no two-root term); a pair whose first root lies outside S stands for
+    both its orders."""
     n_candidates, n_faults = score.shape
     prior = log_prior(mask, params, torch).to(score.dtype)  # (R, F)
     chosen = prior[roots, classes]
@@ -92,8 +94,8 @@ def two_root_model(
     root_1, class_1, root_2, class_2 = first // n_faults, first % n_faults, roots[second], classes[second]
     outside = torch.ones(n_candidates * n_faults, dtype=torch.bool)
     outside[roots * n_faults + classes] = False
-    share = torch.logsumexp(chosen, 0) - math.log1p(-1.0 / n_candidates) + math.log(2.0) * outside[first]
-    pyro.factor("pairs", torch.where(root_1 != root_2, share, -math.inf)[..., None, None])
+    share = torch.logsumexp(chosen, 0) + math.log(2.0) * outside[first]
+    pyro.factor("pairs", torch.where(group[root_1] != group[root_2], share, -math.inf)[..., None, None])
     node = torch.arange(n_candidates)
     one = states(score, relation[root_1], node == root_1[..., None], class_1[..., None], params, torch)
     two = states(score, relation[root_2], node == root_2[..., None], class_2[..., None], params, torch)

@@ -9,12 +9,15 @@ by both. Against all-healthy, with L_k root k's faulty/healthy ratio at its loca
     log [(1 - w1)(1 - w2) + w1 (1 - w2/2) L1 + w2 (1 - w1/2) L2],
 
 which is the single root's term where only one root reaches the node: a pair's log likelihood is
-the two single roots' plus a correction on the nodes both reach. A pair's prior is the single
-root's prior of each root (pairs on one node excluded), and a second root has prior probability
-`EXTRA_ROOT_PRIOR`, so the comparison is a Bayes factor. The marginal likelihood of one root is
-exact (over every candidate); that of two is summed over the pairs of the `TOP` most probable
-single-root (node, class) entries, a lower bound on the whole sum: what is left out never makes
-"two roots" likelier. O(TOP² × the nodes several entries reach), no torch on the serving path.
+the two single roots' plus a correction on the nodes both reach. A second root has prior
+probability `EXTRA_ROOT_PRIOR` and falls as the first does, so a pair's prior is the product of
+its roots' single-root priors; a pair within one group (`CausalStructure.group`: one node, one
+service's nodes, a lockstep group's ranks, whose evidence moves together whichever of them is at
+fault) is told apart from one root by nothing, and is not weighed as two. The comparison is a
+Bayes factor. The marginal likelihood of one root is exact (over every candidate); that of two is
+summed over the pairs of the `TOP` most probable single-root (node, class) entries, a lower bound
+on the whole sum: what is left out never makes "two roots" likelier. O(TOP² × the nodes several
+entries reach), no torch on the serving path.
 
 `models.enumeration.two_root_model` states the same model in Pyro; with both roots enumerated,
 TraceEnum_ELBO gives its exact log evidence, which the tests check against `compare_roots`.
@@ -111,9 +114,9 @@ def compare_roots(
     relation = structure.relation
     if n_candidates < 2:  # two roots need two nodes
         return None
+    s, mask = observed(score)
     flat = np.argsort(-log_post, axis=None, kind="stable")[:top]
     roots, classes = np.divmod(flat[np.isfinite(log_post.reshape(-1)[flat])], n_faults)
-    s, mask = observed(score)
     reach = relation[roots] != Relation.NONE
     reach[np.arange(roots.shape[0]), roots] = True
     nodes = np.flatnonzero(reach.any(axis=0))  # the nodes an entry of S reaches
@@ -133,10 +136,10 @@ def compare_roots(
             + log_post[None, :, :]
             + log_z1
             + _corrections(table, structure, roots.shape[0], entry, nodes, at, n_faults) / params.temperature
-            - math.log1p(-1.0 / n_candidates)
             + mirrored
         )
-    log_ratio[roots[:, None] == np.arange(n_candidates)[None, :]] = -math.inf  # two roots on one node
+    group = structure.group
+    log_ratio[group[roots][:, None] == group[None, :]] = -math.inf  # two roots in one group
     peak = float(log_ratio.max(initial=-math.inf))
     if not math.isfinite(peak):
         return None

@@ -11,6 +11,11 @@ that take shed load, where a GPU is no replica of its host); the
 network nodes of its callees, measured by its own client calls; the ranks of its communicator
 (`NodeEvidence.communicator`), which wait for it in every collective; and the other GPUs of its
 engine where metrics alone show them (`NodeEvidence.lockstep`), which idle while it is slow.
+
+Candidates also fall into groups whose evidence moves together whichever of them is at fault: one
+service's nodes (its process, its GPUs, its callees' network) and a lockstep group's ranks with
+theirs. Two roots within one group are not told apart from one (a communicator runs at its
+slowest rank's pace), so the two-root model (`models.multiroot`) weighs no such pair.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 from numba import njit
-from scipy.sparse.csgraph import breadth_first_order
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from rca.evidence.nodes import NodeEvidence
 
@@ -50,6 +55,7 @@ class CausalStructure:
     candidates: Index  # rows into the evidence's nodes
     relation: npt.NDArray[np.int8]  # [r, i]: `Relation` of candidate i to candidate r
     predecessor: Index  # BFS tree from the alerting nodes: parent of each node row, -1 at roots
+    group: Index  # per candidate, its group (one service's nodes, a lockstep group's ranks): from 0
     related: Index = field(init=False)  # the flat positions of `relation` not NONE (most are)
 
     def __post_init__(self) -> None:
@@ -117,7 +123,21 @@ def causal_structure(
         np.copyto(grouped, Relation.LOCKSTEP, where=(group[:, None] == group[None, :]) & (group[:, None] >= 0))
     engine_c = none if engine is None else engine[candidates]
     relation = _relations(inner.indptr, inner.indices, services, virtual_c, network_c, engine_c, grouped)
-    return CausalStructure(candidates, relation, predecessor)
+    return CausalStructure(candidates, relation, predecessor, _groups(n_nodes, candidates, owner, grouped))
+
+
+def _groups(n_nodes: int, candidates: Index, owner: Index | None, grouped: npt.NDArray[np.int8]) -> Index:
+    """Per candidate, its group: candidates joined where one owns the other (or one service owns
+    both) and where they share a communicator or an engine (`grouped`, k × k or 0 × 0)."""
+    k = candidates.shape[0]
+    a, b = np.nonzero(grouped) if grouped.shape[0] else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    rows, cols = candidates[a], candidates[b]
+    if owner is not None:
+        rows, cols = np.concatenate([rows, candidates]), np.concatenate([cols, owner[candidates]])
+    links = sp.csr_matrix((np.ones(rows.shape[0]), (rows, cols)), shape=(n_nodes, n_nodes))
+    _, label = connected_components(links, directed=False)
+    group: Index = np.unique(label[candidates], return_inverse=True)[1].astype(np.int64).reshape(k)
+    return group
 
 
 @njit(cache=True, nogil=True)
@@ -175,15 +195,25 @@ def _relations(
 
 @njit(cache=True, nogil=True)
 def _flat_related(relation: npt.NDArray[np.int8]) -> Index:
-    """`np.flatnonzero(relation != Relation.NONE)` without the temporary mask (NONE is 0)."""
+    """`np.flatnonzero(relation != Relation.NONE)` without the temporary mask (NONE is 0), read
+    eight entries at a time: most words of the matrix are all NONE."""
     flat = relation.ravel()
-    out = np.empty(np.count_nonzero(flat), np.int64)
+    n = flat.shape[0]
+    whole = n - n % 8
+    words = flat[:whole].view(np.uint64)
+    out = np.empty(n, np.int64)  # only the pages written are touched
     at = 0
-    for p in range(flat.shape[0]):
+    for w in range(words.shape[0]):
+        if words[w]:
+            for p in range(w * 8, w * 8 + 8):
+                if flat[p]:
+                    out[at] = p
+                    at += 1
+    for p in range(whole, n):
         if flat[p]:
             out[at] = p
             at += 1
-    return out
+    return out[:at].copy()
 
 
 def _communicators(candidates: Index, communicator: Index, owner: Index) -> npt.NDArray[np.bool_]:
@@ -211,7 +241,8 @@ class StructureCache:
         if last is not None and last[0] == key:
             return last[1]
         structure = evidence_structure(evidence, alert_nodes)
-        for array in (structure.candidates, structure.relation, structure.predecessor, structure.related):
+        shared = (structure.candidates, structure.relation, structure.predecessor, structure.group, structure.related)
+        for array in shared:
             array.flags.writeable = False  # shared by every ranking that reuses it
         self._last = key, structure
         return structure

@@ -59,7 +59,8 @@ def random_case(rng: np.random.Generator, n_nodes: int) -> tuple[np.ndarray, Cau
     off_diagonal = np.flatnonzero(~np.eye(r, dtype=bool))
     relation.flat[rng.choice(off_diagonal, KINDS, replace=False)] = np.arange(KINDS)
     np.fill_diagonal(relation, Relation.NONE)
-    return score, CausalStructure(candidates, relation, np.full(n_nodes, -1, np.int64))
+    group = rng.integers(0, r, r)  # some candidates share a group (no bearing on one root)
+    return score, CausalStructure(candidates, relation, np.full(n_nodes, -1, np.int64), group)
 
 
 def censored(x: np.ndarray, density: np.ndarray, beyond: np.ndarray) -> np.ndarray:
@@ -166,7 +167,7 @@ def test_every_relation_kind_moves_the_posterior() -> None:
         r, i = np.argwhere(pairs & (structure.relation == kind))[0]
         other = structure.relation.copy()
         other[r, i] = (kind + 1) % KINDS
-        moved = CausalStructure(structure.candidates, other, structure.predecessor)
+        moved = CausalStructure(structure.candidates, other, structure.predecessor, structure.group)
         served = log_posterior(score, moved, params)
         finite = np.isfinite(base[r])
         assert finite.any() and (np.abs(served[r][finite] - base[r][finite]) > 1e-6).all()

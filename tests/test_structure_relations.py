@@ -1,6 +1,7 @@
 """The causal structure's relations, written pair by pair where each applies
 (`models.structure._relations`), against the matrix formulation they replace: every kind as a
-dense mask, applied in `Relation`'s order, on random graphs that hold every kind."""
+dense mask, applied in `Relation`'s order, on random graphs that hold every kind; and its groups
+against a union-find over the same owners, communicators and engines."""
 
 from __future__ import annotations
 
@@ -12,6 +13,34 @@ from scipy.sparse.csgraph import breadth_first_order
 from models.structure import Relation, causal_structure
 
 Index = npt.NDArray[np.int64]
+
+
+def groups_by_union_find(n: int, candidates: Index, inputs: dict[str, npt.NDArray[np.generic]]) -> list[int]:
+    """Per candidate, a representative of its group: candidates joined with their owners, ranks
+    of one communicator (a rank's GPU by its owner's) and GPUs of one engine, transitively."""
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    def join(i: int, j: int) -> None:
+        parent[find(i)] = find(j)
+
+    owner, communicator, lockstep = (inputs.get(name) for name in ("owner", "communicator", "lockstep"))
+    c = candidates.tolist()
+    for i in c:
+        if owner is not None:
+            join(i, int(owner[i]))
+        for j in c:
+            if lockstep is not None and lockstep[i] >= 0 and lockstep[i] == lockstep[j]:
+                join(i, j)
+            if communicator is not None and owner is not None and j != i and j != owner[i]:
+                mine = communicator[i] if communicator[i] >= 0 else communicator[owner[i]]
+                if mine >= 0 and mine == communicator[j]:
+                    join(i, j)
+    return [find(i) for i in c]
 
 
 def dense_relations(
@@ -60,6 +89,7 @@ def dense_relations(
 def test_relations_written_where_they_apply_equal_the_dense_masks() -> None:
     rng = np.random.default_rng(11)
     seen: set[int] = set()
+    grouped = 0  # cases where some candidates share a group
     for _ in range(200):
         n = int(rng.integers(1, 30))
         edges = rng.integers(0, n, (int(rng.integers(0, 3 * n + 1)), 2)).astype(np.int64)
@@ -79,5 +109,10 @@ def test_relations_written_where_they_apply_equal_the_dense_masks() -> None:
         assert np.array_equal(structure.candidates, candidates)
         assert np.array_equal(structure.relation, relation)
         assert np.array_equal(structure.related, np.flatnonzero(relation != Relation.NONE))
+        groups = np.asarray(groups_by_union_find(n, candidates, inputs))
+        same = groups[:, None] == groups[None, :]
+        assert np.array_equal(structure.group[:, None] == structure.group[None, :], same)
+        grouped += int((same & ~np.eye(same.shape[0], dtype=bool)).any())
         seen.update(np.unique(relation).tolist())
     assert seen == {int(kind) for kind in Relation}
+    assert grouped > 50
