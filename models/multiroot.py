@@ -114,9 +114,9 @@ def compare_roots(
     relation = structure.relation
     if n_candidates < 2:  # two roots need two nodes
         return None
-    s, mask = observed(score)
     flat = np.argsort(-log_post, axis=None, kind="stable")[:top]
     roots, classes = np.divmod(flat[np.isfinite(log_post.reshape(-1)[flat])], n_faults)
+    s, mask = observed(score)
     reach = relation[roots] != Relation.NONE
     reach[np.arange(roots.shape[0]), roots] = True
     nodes = np.flatnonzero(reach.any(axis=0))  # the nodes an entry of S reaches
