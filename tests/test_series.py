@@ -75,6 +75,31 @@ def test_a_key_new_in_the_open_window_and_later_spans_keep_the_cached_series_exa
     assert third.ops.sums[:, -1, 0].sum() == second.ops.sums[:, -1, 0].sum() + 2
 
 
+def test_a_window_moved_on_copies_the_columns_it_keeps_with_keys_that_come_and_go() -> None:
+    """An incident starting a window or two later than the last one ranked keeps the columns both
+    cover (shifted left, one block) and sums its history again: exact, whether an operation seen
+    only in the oldest history leaves the keys or every key stays."""
+    graph, cache = ServiceGraph(window_seconds=10.0, retention_seconds=900.0), SeriesCache()
+    spans = [("shop", ("GET", "PUT")[i % 2], i + 1, 0, i * 1000, 5 + i % 5) for i in range(120)]
+    graph.add(batch(*spans, ("shop", "OLD", 500, 0, 3_000, 5)))  # only in the first window
+    second = 1_000_000_000
+
+    def compared(start_s: int, history_s: int) -> WindowSeries:
+        start, history = T0 + start_s * second, T0 + history_s * second
+        before = set(cache.stacked["ops"].identity)
+        cached = window_series(graph, history, start, graph.newest_ns + 1, cache)
+        _same(cached, window_series(graph, history, start, graph.newest_ns + 1))
+        assert len(before & set(cache.stacked["ops"].identity)) >= 6  # the windows both cover: copied
+        return cached
+
+    window_series(graph, T0, T0 + 30 * second, graph.newest_ns + 1, cache)
+    first = compared(30, 0)
+    moved = compared(40, 10)  # the first window leaves the history, and "OLD" the keys
+    assert moved.ops.keys.shape[0] == first.ops.keys.shape[0] - 1
+    again = compared(60, 10)  # the same keys, the kept columns two windows further left
+    assert np.array_equal(again.ops.keys, moved.ops.keys)
+
+
 def test_the_open_window_is_rewritten_in_place_only_once_no_earlier_series_is_held() -> None:
     """Ranked again as spans arrive, the series rewrites only its open window into the buffers it
     built last time, unless a series handed out earlier still reads them: that one never changes."""

@@ -111,7 +111,7 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
         built.append(_summed(parts, columns) if parts else _empty(columns))
     fresh_keys = np.concatenate([k for k, _ in built]) if built else np.zeros(0, np.int64)
     width = len(tables)
-    in_place = same_rows = False
+    in_place = moved = same_rows = False
     row: npt.NDArray[np.intp] | None = None  # where each fresh key's row is
     if previous is None or not reused:
         keys, row = np.unique(fresh_keys, return_inverse=True)
@@ -120,9 +120,11 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
         old_rows = np.flatnonzero(previous.present[:, old_cols].any(axis=1))
         keys = _union(previous.table.keys, old_rows, fresh_keys)
         in_place = np.array_equal(new_cols, old_cols)
-        # the same rows too (a key new in a fresh column had its row already): one block, nothing to zero first
-        same_rows = in_place and np.array_equal(keys, previous.table.keys)
-    if same_rows and previous is not None and width == previous.present.shape[1] and _unshared(previous):
+        moved = not in_place and _run(new_cols) and _run(old_cols)  # the window moved: one block, shifted
+        # the same rows too (a key new in a fresh column had its row already; a row only in the
+        # columns dropped is zero in those kept): one block, nothing to zero first
+        same_rows = (in_place or moved) and np.array_equal(keys, previous.table.keys)
+    if in_place and same_rows and previous is not None and width == previous.present.shape[1] and _unshared(previous):
         # nothing handed out earlier still reads the buffers: only the fresh columns are rewritten
         sums, present = previous.table.sums, previous.present
         sums.flags.writeable = True
@@ -131,11 +133,17 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
         # stored column-major (columns, rows, windows): `sums[:, :, c]`, what the evidence reads, is contiguous
         sums = (np.empty if same_rows else np.zeros)((columns, keys.shape[0], width)).transpose(1, 2, 0)
         present = np.zeros((keys.shape[0], width), np.bool_)
-        if in_place and previous is not None:  # whole rows of windows at once; a column past the old ones is fresh
+        if (in_place or moved) and previous is not None:  # whole rows of windows at once
+            # where they were (a column past the old ones is fresh), or one block shifted
             common = min(width, previous.present.shape[1])
+            new, old = (
+                (slice(0, common), slice(0, common))
+                if in_place
+                else (slice(int(c[0]), int(c[-1]) + 1) for c in (new_cols, old_cols))
+            )
             to: Any = slice(None) if same_rows else np.searchsorted(keys, previous.table.keys[old_rows])
             of: Any = slice(None) if same_rows else old_rows
-            sums[to, :common], present[to, :common] = previous.table.sums[of, :common], previous.present[of, :common]
+            sums[to, new], present[to, new] = previous.table.sums[of, old], previous.present[of, old]
             sums[:, fresh], present[:, fresh] = 0.0, False
         elif previous is not None and reused:
             new_rows = np.searchsorted(keys, previous.table.keys[old_rows])[:, None]
@@ -175,6 +183,11 @@ def _scatter(
         present[r, w] = True
         for c in range(planes.shape[0]):
             planes[c, r, w] = values[entry, c]
+
+
+def _run(columns: npt.NDArray[np.intp]) -> bool:
+    """Whether `columns` are consecutive, ascending."""
+    return bool(np.all(np.diff(columns) == 1))
 
 
 def _union(
