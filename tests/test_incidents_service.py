@@ -110,6 +110,25 @@ def service_with(
     )
 
 
+def test_a_new_incident_reads_one_topology_for_clustering_and_ranking(
+    store: SqlIncidentStore, writer: GraphWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a child span whose parent arrives later: the graph has something to resolve
+    writer.submit(batch(("payment", "Refund", 12, 11, 60_010, 5)))
+    writer.submit(batch(("checkout", "Return", 11, 1, 60_005, 20)))
+    assert writer.read(lambda g: g.counts().pending) > 0
+    built: list[tuple[int, int]] = []
+
+    def counted(graph: ServiceGraph, start_ns: int, end_ns: int) -> CallTopology:
+        built.append((start_ns, end_ns))
+        return topology_between(graph, start_ns, end_ns)
+
+    monkeypatch.setattr("rca.incidents.service.topology_between", counted)
+    service = service_with(store, writer, FixedRanker())
+    (summary,) = service.handle([alert("checkout", 0)])
+    assert summary.causes and len(built) == 1
+
+
 def test_redelivered_group_counts_each_alert_once(store: SqlIncidentStore, writer: GraphWriter) -> None:
     service = service_with(store, writer, FixedRanker())
     group = [alert("checkout", 0), alert("gateway", 20)]

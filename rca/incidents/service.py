@@ -141,7 +141,10 @@ class IncidentService:
 
     def _topology_from(self, graph: ServiceGraph, first_ns: int) -> CallTopology:
         """The topology of `_range`, reused while the range and the graph's contents are the same
-        (clustering a webhook's alerts and ranking their new incident read the same one)."""
+        (clustering a webhook's alerts and ranking their new incident read the same one). The
+        graph is resolved first, as the topology reads it: children matched to their parents
+        since the last pass would otherwise change its counts between the two reads."""
+        graph.resolve()
         start, end = self._range(graph, first_ns)
         key = (start, end, graph.counts(), len(graph.names.nodes))
         if self._topology is None or self._topology[0] != key:
