@@ -130,7 +130,7 @@ def _groups(n_nodes: int, candidates: Index, owner: Index | None, grouped: npt.N
     """Per candidate, its group: candidates joined where one owns the other (or one service owns
     both) and where they share a communicator or an engine (`grouped`, k × k or 0 × 0)."""
     k = candidates.shape[0]
-    a, b = np.nonzero(grouped) if grouped.shape[0] else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    a, b = np.nonzero(grouped)
     rows, cols = candidates[a], candidates[b]
     if owner is not None:
         rows, cols = np.concatenate([rows, candidates]), np.concatenate([cols, owner[candidates]])

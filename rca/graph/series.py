@@ -134,13 +134,10 @@ def _stack(tables: list[list[KeyedTable]], columns: int, previous: _Stacked | No
         sums = (np.empty if same_rows else np.zeros)((columns, keys.shape[0], width)).transpose(1, 2, 0)
         present = np.zeros((keys.shape[0], width), np.bool_)
         if (in_place or moved) and previous is not None:  # whole rows of windows at once
-            # where they were (a column past the old ones is fresh), or one block shifted
-            common = min(width, previous.present.shape[1])
-            new, old = (
-                (slice(0, common), slice(0, common))
-                if in_place
-                else (slice(int(c[0]), int(c[-1]) + 1) for c in (new_cols, old_cols))
-            )
+            if in_place:  # where they were (a column past the old ones is fresh)
+                new = old = slice(0, min(width, previous.present.shape[1]))
+            else:  # one block, shifted
+                new, old = (slice(int(c[0]), int(c[-1]) + 1) for c in (new_cols, old_cols))
             to: Any = slice(None) if same_rows else np.searchsorted(keys, previous.table.keys[old_rows])
             of: Any = slice(None) if same_rows else old_rows
             sums[to, new], present[to, new] = previous.table.sums[of, old], previous.present[of, old]
