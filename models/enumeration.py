@@ -1,13 +1,14 @@
 """The health model stated in Pyro: exact enumeration of one root, and of two.
 
-`single_root_model` samples the (root, fault class) pair and scores every node's evidence under
-the state it puts the node in; `TraceEnum_ELBO.compute_marginals` then gives the exact posterior,
-which `models.posterior` computes in closed form (the tests check they agree).
+`single_root_model` samples the (root, fault class) pair and whether the fault stalls the root's
+lockstep group, and scores every node's evidence under the state they put the node in;
+`TraceEnum_ELBO.compute_marginals` then gives the exact posterior, which `models.posterior`
+computes in closed form (the tests check they agree).
 
-`two_root_model` enumerates two roots over given (node, class) entries, a node both reach
-scored under the noisy-OR of their states; `log_evidence` is its exact log marginal likelihood
-(and the single root's), which `models.multiroot` computes in closed form to weigh two roots
-against one. Models take tensors and never load data.
+`two_root_model` enumerates two roots over given (node, class) entries and each one's stall, a
+node both reach scored under the noisy-OR of their states; `log_evidence` is its exact log
+marginal likelihood (and the single root's), which `models.multiroot` computes in closed form to
+weigh two roots against one. Models take tensors and never load data.
 """
 
 from __future__ import annotations
@@ -20,8 +21,29 @@ import pyro.distributions as dist
 import torch
 from pyro.infer import TraceEnum_ELBO
 
-from models.health import HealthParams, log_faulty, log_healthy, log_mixture_ratio, log_prior, root_scores
+from models.health import (
+    LOCKSTEP_RELATIONS,
+    HealthParams,
+    log_faulty,
+    log_healthy,
+    log_mixture_ratio,
+    log_prior,
+    root_scores,
+)
 from models.multiroot import log_pair_ratio, states
+
+
+def _stall(name: str, classes: torch.Tensor, params: HealthParams) -> torch.Tensor:
+    """Whether a root of each of `classes` stalls its lockstep group, enumerated."""
+    rate = params.array("stall_rate", torch)[classes]
+    return pyro.sample(name, dist.Bernoulli(rate), infer={"enumerate": "parallel"}).bool()
+
+
+def _unless_stalled(weight: torch.Tensor, relation: torch.Tensor, stall: torch.Tensor) -> torch.Tensor:
+    """`weight` (..., N, F) of nodes whose `relation` (..., N) to their root is a lockstep one set
+    to 0 where the root's fault does not `stall` its group (broadcast against the nodes)."""
+    lockstep = torch.isin(relation, torch.tensor([int(r) for r in LOCKSTEP_RELATIONS]))[..., None]
+    return torch.where(lockstep & ~stall, torch.zeros(()), weight)
 
 
 def single_root_model(
@@ -43,6 +65,7 @@ def single_root_model(
     activation = params.array("activation", torch)[fault.reshape(-1)].unsqueeze(1)  # (K, 1, F)
     relation_of = relation[(k // n_faults).reshape(-1)]  # (K, N)
     weight = torch.where(node == root, activation, params.array("relation_weight", torch)[relation_of])  # (K, N, F)
+    weight = _unless_stalled(weight, relation_of, _stall("stall", fault, params))  # (2, K, N, F)
     loc = torch.where(node == root, params.array("fault_loc", torch), params.array("relation_loc", torch)[relation_of])
     with pyro.plate("nodes", n_nodes, dim=-2), pyro.plate("signals", n_faults, dim=-1):
         healthy = log_healthy(score, params, torch)
@@ -84,7 +107,7 @@ def two_root_model(
     roots, classes: (K,) the (candidate, class) entries S one root ranges over, the other ranging
     over every entry. A pair's prior is the product of its roots' single-root priors; a pair within
     one group is one root (no two-root term); a pair whose first root lies outside S stands for
-    both its orders."""
+    both its orders. Each root stalls its own lockstep group or not (two roots share none)."""
     n_candidates, n_faults = score.shape
     prior = log_prior(mask, params, torch).to(score.dtype)  # (R, F)
     chosen = prior[roots, classes]
@@ -100,8 +123,12 @@ def two_root_model(
     one = states(score, relation[root_1], node == root_1[..., None], class_1[..., None], params, torch)
     two = states(score, relation[root_2], node == root_2[..., None], class_2[..., None], params, torch)
     lr_1, lr_2 = (log_faulty(r, params, loc, torch) - log_healthy(r, params, torch) for _, loc, r in (one, two))
+    stall_1 = _stall("stall_1", class_1[:, None, None], params)  # each root's own stall, at its dims
+    stall_2 = _stall("stall_2", class_2[..., None, None], params)
+    weight_1 = _unless_stalled(one[0], relation[root_1], stall_1)
+    weight_2 = _unless_stalled(two[0], relation[root_2], stall_2)
     with pyro.plate("nodes", n_candidates, dim=-2), pyro.plate("signals", n_faults, dim=-1):
-        ratio = log_pair_ratio((one[0], two[0]), (lr_1, lr_2), torch)
+        ratio = log_pair_ratio((weight_1, weight_2), (lr_1, lr_2), torch)
         density = log_healthy(score, params, torch) + ratio / params.temperature
         pyro.factor("evidence", torch.where(mask, density, torch.zeros(())))
 

@@ -11,7 +11,11 @@ given state draws each score from the mixture
 fault class for the root itself, the weight of the node's relation to the root for the others
 (its callers on the way to the alert, the callees seen only through its client spans, its
 siblings, its callees' network nodes, the ranks of its NCCL communicator), and 0 for unrelated
-nodes.
+nodes. The lockstep relations (`LOCKSTEP_RELATIONS`: a communicator's ranks, an engine's GPUs) move
+as one: a root's fault stalls its group with probability `stall_rate` of its class, and then each
+member draws from its relation's mixture; a fault that does not stall it (a slow point-to-point
+link) leaves every member healthy. Rank by rank, seven quiet peers of a TP-8 rank would each count
+against it; as one group, they are one missing stall.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from rca.evidence.rows import MAX_SCORE
 from rca.telemetry.faults import Fault
 
 N_RELATIONS = len(Relation)
+LOCKSTEP_RELATIONS = (Relation.COLLECTIVE, Relation.LOCKSTEP)  # members that stall together, or not at all
 LLM_FAULTS = (
     Fault.GPU_MEMORY_BANDWIDTH,
     Fault.KV_CACHE_FRAGMENTATION,
@@ -97,6 +102,8 @@ class HealthParams:
     # How often each class is the root's, relative to the others (`log_prior`): a node that can
     # fail in more measurable ways is the likelier root.
     class_rate: tuple[float, ...] = (1.0,) * N_FAULTS
+    # How often a root of each class stalls its lockstep group (`LOCKSTEP_RELATIONS`): in (0, 1].
+    stall_rate: tuple[float, ...] = (0.9,) * N_FAULTS
 
     def array(self, name: str, xp: ModuleType = np) -> Any:
         """A parameter as a float64 array of `xp` (numpy, or torch for the Pyro models)."""
@@ -192,6 +199,14 @@ def log_prior(valid: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
     return xp.where(valid, xp.log(rate) - xp.log(total), -math.inf)
 
 
+def stalled(lockstep: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
+    """(..., C): what a root's lockstep group adds over health, from `lockstep` (...), the sum of
+    its members' `log_mixture_ratio` at their relations' weights: log(s_c e^lockstep + 1 - s_c),
+    s_c the `stall_rate` of the root's class (0 where it has no such members)."""
+    rate = params.array("stall_rate", xp)
+    return xp.logaddexp(xp.log(rate) + lockstep[..., None], xp.log1p(-rate))
+
+
 SHIPPED = Path(__file__).with_name("params.json")
 
 
@@ -226,6 +241,7 @@ def load_params(path: Path = SHIPPED) -> HealthParams:
         relation_loc=_relation_rows(raw["relation_loc"], HealthParams().relation_loc),
         temperature=float(raw["temperature"]),
         class_rate=floats("class_rate") if "class_rate" in raw else HealthParams().class_rate,
+        stall_rate=floats("stall_rate") if "stall_rate" in raw else HealthParams().stall_rate,
     )
 
 

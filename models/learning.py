@@ -5,7 +5,8 @@ others: the classes' faulty locations are drawn around one mean; the activations
 diagonal mean (a class's own signal) and an off-diagonal one; the relation weights' logits around
 a mean per relation, themselves around a shared one; each relation's locations around the faulty
 locations, shifted per relation either way (a rank waiting in a collective can show more than its
-slow peer). Groups are non-centred (value = mean + spread * offset, offset ~ N(0, 1)), which keeps
+slow peer); the classes' stall rates (how often a root's fault stalls its lockstep group) around
+one mean. Groups are non-centred (value = mean + spread * offset, offset ~ N(0, 1)), which keeps
 MAP well posed while the spreads are learned too. An activation no case measured (no root of its
 class read its signal) stays at its group's mean: nothing else may set it. Scales and tails have
 weakly-informative priors above a floor: scores are clipped at 0, and a signal that is always 0
@@ -39,7 +40,7 @@ from pyro.infer import SVI, Trace_ELBO
 from pyro.infer.autoguide import AutoDelta, init_to_value
 from pyro.optim import ClippedAdam
 
-from models.health import HealthParams, log_healthy
+from models.health import LOCKSTEP_RELATIONS, HealthParams, log_healthy, stalled
 from models.posterior import cause_logits, observed, related_ratio, root_log_ratio
 from models.structure import Relation
 
@@ -55,7 +56,8 @@ class CaseBatch:
     score: torch.Tensor  # (N, F), unmeasured as 0
     mask: torch.Tensor  # (N, F) measured
     case: torch.Tensor  # (N,) the case of each row
-    related: torch.Tensor  # sparse (N, N * relations): sums what each root's related nodes add
+    related: torch.Tensor  # sparse (N, N * relations): sums what each root's related nodes add (but its group)
+    lockstep: torch.Tensor  # sparse (N, N * relations): sums what each root's lockstep group adds
     root: torch.Tensor  # (B,) row of each case's true root
     fault: torch.Tensor  # (B,) its class
 
@@ -92,19 +94,26 @@ def case_batch(cases: Sequence[Labelled]) -> CaseBatch:
         offset += kept.shape[0]
     if not roots:
         raise ValueError("no case has a measured score at its true root")
-    pairs = torch.from_numpy(np.stack([np.concatenate(rows), np.concatenate(columns)]))
-    related = torch.sparse_coo_tensor(
-        pairs, torch.ones(pairs.shape[1], dtype=torch.float64), (offset, offset * len(Relation)), check_invariants=True
-    )
+    pairs = np.stack([np.concatenate(rows), np.concatenate(columns)])
+    in_group = np.isin(pairs[1] % len(Relation), [int(r) for r in LOCKSTEP_RELATIONS])
+    apart, lockstep = (_summing(pairs[:, in_group == g], offset) for g in (False, True))
     sizes = [m.shape[0] for m in masks]
     return CaseBatch(
         torch.from_numpy(np.concatenate(scores)),
         torch.from_numpy(np.concatenate(masks)),
         torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes)),
-        related.coalesce(),
+        apart,
+        lockstep,
         torch.tensor(roots),
         torch.tensor(faults),
     )
+
+
+def _summing(pairs: npt.NDArray[np.int64], n_rows: int) -> torch.Tensor:
+    """A sparse (N, N * relations) 0/1 matrix with ones at `pairs` (2, P)."""
+    ones = torch.ones(pairs.shape[1], dtype=torch.float64)
+    shape = (n_rows, n_rows * len(Relation))
+    return torch.sparse_coo_tensor(torch.from_numpy(pairs), ones, shape, check_invariants=True).coalesce()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +130,7 @@ class TensorParams:
     relation_loc: torch.Tensor
     temperature: torch.Tensor
     class_rate: torch.Tensor
+    stall_rate: torch.Tensor
 
     def array(self, name: str, xp: ModuleType = torch) -> Any:
         return getattr(self, name)
@@ -140,6 +150,7 @@ class TensorParams:
             relation_loc=rows(self.relation_loc),
             temperature=float(self.temperature),
             class_rate=tuple(self.class_rate.tolist()),
+            stall_rate=tuple(self.stall_rate.tolist()),
         )
 
 
@@ -181,6 +192,9 @@ def priors(n_faults: int, n_relations: int) -> dict[str, TorchDistribution]:
         "relation_loc_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), k, f),
         "temperature": dist.LogNormal(_t(0.0), _t(1.0)),  # type: ignore[no-untyped-call]
         "class_rate_log": _iid(dist.Normal(_t(0.0), _t(1.0)), f),  # relative rates: the prior pins their scale
+        "stall_rate_mean": dist.Normal(_t(_logit(0.8)), _t(1.5)),
+        "stall_rate_spread": dist.HalfNormal(_t(1.0)),
+        "stall_rate_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), f),
     }
 
 
@@ -211,6 +225,7 @@ def compose(sites: Sites, seen: torch.Tensor | None = None) -> TensorParams:
         relation_loc=torch.cat([fault_loc[None], fault_loc + shift]),  # NONE's row is never read
         temperature=sites["temperature"],
         class_rate=torch.exp(sites["class_rate_log"]),
+        stall_rate=torch.sigmoid(sites["stall_rate_mean"] + sites["stall_rate_spread"] * sites["stall_rate_offset"]),
     )
 
 
@@ -223,6 +238,7 @@ def initial_sites(params: HealthParams) -> Sites:
     weight = torch.logit(params.array("relation_weight", torch)[1:], eps=1e-3)
     per_relation = weight.mean(1)
     shift = (relation_loc - loc).mean(1)
+    stall = torch.logit(params.array("stall_rate", torch), eps=1e-3)
 
     def excess(name: str, floor: float) -> torch.Tensor:
         return torch.clamp(params.array(name, torch) - floor, min=1e-3)
@@ -248,6 +264,9 @@ def initial_sites(params: HealthParams) -> Sites:
         "relation_loc_offset": relation_loc - loc - shift[:, None],
         "temperature": params.array("temperature", torch),
         "class_rate_log": torch.log(params.array("class_rate", torch)),
+        "stall_rate_mean": stall.mean(),
+        "stall_rate_spread": _t(1.0),
+        "stall_rate_offset": stall - stall.mean(),
     }
 
 
@@ -258,12 +277,14 @@ def health_model(batch: CaseBatch) -> None:
     sites = priors(n_faults, batch.related.shape[1] // n_rows)
     params = compose({name: pyro.sample(name, prior) for name, prior in sites.items()}, batch.seen())
     score, mask = batch.score, batch.mask
-    related = (batch.related @ related_ratio(score, mask, params, torch).reshape(-1, 1))[:, 0]  # (N,)
+    ratio = related_ratio(score, mask, params, torch).reshape(-1, 1)
+    apart, lockstep = ((summing @ ratio)[:, 0] for summing in (batch.related, batch.lockstep))  # (N,) each
     own = root_log_ratio(score[batch.root], mask[batch.root], params, torch, capped=False)  # (B, C)
     cases = torch.arange(batch.root.shape[0])
     healthy = (log_healthy(score, params, torch) * mask).sum()
-    pyro.factor("scores", healthy + own[cases, batch.fault].sum() + related[batch.root].sum())
-    logits = cause_logits(root_log_ratio(score, mask, params, torch), related, mask, params, torch)
+    group = stalled(lockstep[batch.root], params, torch)[cases, batch.fault]  # the stall summed out
+    pyro.factor("scores", healthy + own[cases, batch.fault].sum() + apart[batch.root].sum() + group.sum())
+    logits = cause_logits(root_log_ratio(score, mask, params, torch), apart, lockstep, mask, params, torch)
     node = torch.logsumexp(logits, -1)
     pyro.factor("truth", (node[batch.root] - _segment_logsumexp(node, batch.case, cases.shape[0])).sum())
 

@@ -9,7 +9,11 @@ by both. Against all-healthy, with L_k root k's faulty/healthy ratio at its loca
     log [(1 - w1)(1 - w2) + w1 (1 - w2/2) L1 + w2 (1 - w1/2) L2],
 
 which is the single root's term where only one root reaches the node: a pair's log likelihood is
-the two single roots' plus a correction on the nodes both reach. A second root has prior
+the two single roots' plus a correction on the nodes both reach. A root's lockstep group enters
+its single-root likelihood as one term, its stall summed out (`models.health.stalled`); a node of
+that group the other root reaches adds its correction inside it: log(q e^C + 1 - q), with C the
+(tempered) corrections on those nodes and q the posterior probability, from the root's evidence
+alone, that its fault stalled the group (two roots in distinct groups share no lockstep node). A second root has prior
 probability `EXTRA_ROOT_PRIOR` and falls as the first does, so a pair's prior is the product of
 its roots' single-root priors; a pair within one group (`CausalStructure.group`: one node, one
 service's nodes, a lockstep group's ranks, whose evidence moves together whichever of them is at
@@ -34,8 +38,8 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from models.health import HealthParams, log_faulty, log_healthy, log_prior, mixed, root_scores
-from models.posterior import observed
+from models.health import HealthParams, log_faulty, log_healthy, log_prior, mixed, root_scores, stalled
+from models.posterior import IN_LOCKSTEP, lockstep_sums, observed
 from models.structure import CausalStructure, Relation
 
 Array = npt.NDArray[np.float64]
@@ -95,12 +99,15 @@ def compare_roots(
     params: HealthParams,
     *,
     report: Index | None = None,
+    lockstep: Array | None = None,
     top: int = TOP,
     extra_root_prior: float = EXTRA_ROOT_PRIOR,
 ) -> TwoRoots | None:
     """Two roots against one. score: the candidates' (R, F) scores, NaN where unmeasurable;
     structure: theirs (`models.structure`); log_post: `models.posterior.log_posterior`'s (R, F);
-    report: the candidate each is reported as (default: itself). None with no pair to weigh.
+    report: the candidate each is reported as (default: itself); lockstep: each candidate's
+    lockstep group's tempered term (`models.posterior.lockstep_sums`, computed when not given).
+    None with no pair to weigh.
 
     The enumerated pairs: one root among the `top` single-root entries S, the other anywhere
     (a pair with one root outside S stands for both its orders). A pair's correction to its two
@@ -114,6 +121,8 @@ def compare_roots(
     relation = structure.relation
     if n_candidates < 2:  # two roots need two nodes
         return None
+    if lockstep is None:
+        lockstep = lockstep_sums(score, structure, params) / params.temperature
     flat = np.argsort(-log_post, axis=None, kind="stable")[:top]
     roots, classes = np.divmod(flat[np.isfinite(log_post.reshape(-1)[flat])], n_faults)
     s, mask = observed(score)
@@ -122,20 +131,27 @@ def compare_roots(
     nodes = np.flatnonzero(reach.any(axis=0))  # the nodes an entry of S reaches
     entry, at = np.nonzero(reach[:, nodes])  # every (entry of S, node it reaches)
     single, table = _tables(s, mask, relation, roots, classes, entry, nodes, at, params)
-    likelihood = np.bincount(entry, weights=single, minlength=roots.shape[0])
+    in_group = IN_LOCKSTEP[relation[roots[entry], nodes[at]]]  # the node is in the entry's lockstep group
+    apart, together = (np.bincount(entry, weights=single * (in_group == g), minlength=roots.shape[0]) for g in (0, 1))
+    temperature = params.temperature
     log_z1 = (
-        likelihood[0] / params.temperature
+        apart[0] / temperature
+        + stalled(together[0] / temperature, params)[classes[0]]
         + log_prior(mask, params)[roots[0], classes[0]]
         - log_post[roots[0], classes[0]]
     )
     mirrored = np.full((n_candidates, n_faults), math.log(2.0))
     mirrored[roots, classes] = 0.0
+    entries = np.arange(roots.shape[0])
+    stalls, calm = _stall_odds(together / temperature, params)
+    entry_odds = (stalls[entries, classes], calm[entries, classes])
+    stall = (entry_odds, _stall_odds(lockstep, params))
     with np.errstate(invalid="ignore"):
         log_ratio = (  # log [p(pair, evidence | two roots) / p(evidence | one root)]
             log_post[roots, classes][:, None, None]
             + log_post[None, :, :]
             + log_z1
-            + _corrections(table, structure, roots.shape[0], entry, nodes, at, n_faults) / params.temperature
+            + _corrections(table, structure, in_group, entry, nodes, at, stall, temperature)
             + mirrored
         )
     group = structure.group
@@ -192,36 +208,82 @@ def _tables(
     return np.where(measured, single, 0.0).sum(axis=1), table
 
 
+def _stall_odds(lockstep: Array, params: HealthParams) -> tuple[Array, Array]:
+    """log q and log(1 - q), (..., C): the probability that a root of each class stalled its
+    lockstep group, given the group's tempered term `lockstep` (...)."""
+    rate = params.array("stall_rate")
+    stalls = np.log(rate) + lockstep[..., None]
+    total = np.logaddexp(stalls, np.log1p(-rate))
+    return stalls - total, np.log1p(-rate) - total
+
+
+def _given_stall(odds: tuple[Array, Array], correction: Array) -> Array:
+    """log(q e^correction + 1 - q): a correction within a lockstep group, its stall summed out."""
+    return np.logaddexp(odds[0] + correction, odds[1])
+
+
 def _corrections(
-    table: Array, structure: CausalStructure, n_entries: int, entry: Index, nodes: Index, at: Index, n_faults: int
+    table: Array,
+    structure: CausalStructure,
+    in_group: npt.NDArray[np.bool_],
+    entry: Index,
+    nodes: Index,
+    at: Index,
+    stall: tuple[tuple[Array, Array], tuple[Array, Array]],
+    temperature: float,
 ) -> Array:
-    """(K, R, F): what each pair (entry of S, (candidate, class)) adds beyond its two roots."""
+    """(K, R, F), tempered: what each pair (entry of S, (candidate, class)) adds beyond its two
+    roots; corrections on a node in one root's lockstep group (`in_group`: the entry's, per (entry,
+    node) pair; the other root's by its relation) within that group's stall (`stall`: the
+    entries' odds (K,), every candidate's (R, C))."""
     n_codes, relation = len(Relation) - 1, structure.relation
+    n_entries, n_faults = stall[0][0].shape[0], stall[1][0].shape[1]
     correction = np.zeros((n_entries, relation.shape[0], n_faults))
     correction[entry, nodes[at]] = table[:, n_codes:]  # the other root on a node the entry reaches
     by_relation = np.zeros((n_entries, nodes.shape[0], len(Relation)))
     by_relation[entry, at, 1:] = table[:, :n_codes]
+    entry_group = np.zeros((n_entries, nodes.shape[0]), np.bool_)
+    entry_group[entry, at] = in_group
     # the other root related to a node the entry reaches, row by row (as `np.nonzero(relation[:, nodes])`)
     column_of = np.full(relation.shape[0], -1)
     column_of[nodes] = np.arange(nodes.shape[0])
-    correction += _related_sums(structure.related, relation, column_of, by_relation)[:, :, None]
+    apart, entrys, others = _related_sums(structure.related, relation, column_of, by_relation, entry_group, IN_LOCKSTEP)
+    correction = (correction + apart[:, :, None]) / temperature
+    entries_odds, others_odds = stall
+    correction += _given_stall((entries_odds[0][:, None], entries_odds[1][:, None]), entrys / temperature)[:, :, None]
+    correction += _given_stall((others_odds[0][None], others_odds[1][None]), (others / temperature)[:, :, None])
     return correction
 
 
 @njit(cache=True, nogil=True)
-def _related_sums(related: Index, relation: npt.NDArray[np.int8], column_of: Index, by_relation: Array) -> Array:
-    """(K, R): per other root, the sum over the reached nodes it is related to of
-    `by_relation[k, column, its relation to the node]`, in the order of `related` (row-major)."""
+def _related_sums(
+    related: Index,
+    relation: npt.NDArray[np.int8],
+    column_of: Index,
+    by_relation: Array,
+    entry_group: npt.NDArray[np.bool_],
+    in_lockstep: npt.NDArray[np.bool_],
+) -> tuple[Array, Array, Array]:
+    """Three (K, R): per other root, the sum over the reached nodes it is related to of
+    `by_relation[k, column, its relation to the node]`, in the order of `related` (row-major): on
+    nodes in neither root's lockstep group, in the entry's (`entry_group`), in the other root's."""
     n = relation.shape[0]
-    sums = np.zeros((by_relation.shape[0], n))
+    apart = np.zeros((by_relation.shape[0], n))
+    entrys, others = np.zeros_like(apart), np.zeros_like(apart)
     for position in related:
         row, node = divmod(position, n)
         column = column_of[node]
         if column >= 0:
             kind = relation[row, node]
             for k in range(by_relation.shape[0]):
-                sums[k, row] += by_relation[k, column, kind]
-    return sums
+                value = by_relation[k, column, kind]
+                if in_lockstep[kind]:
+                    others[k, row] += value
+                elif entry_group[k, column]:
+                    entrys[k, row] += value
+                else:
+                    apart[k, row] += value
+    return apart, entrys, others
 
 
 def _reported(posterior: Array, roots: Index, classes: Index, log_odds: float, report: Index) -> TwoRoots:

@@ -14,7 +14,7 @@ _MATRICES = {"activation": N_FAULTS, "relation_weight": N_RELATIONS, "relation_l
 
 
 def _check(params: HealthParams) -> None:
-    for name in (*_POSITIVE, *_WEIGHTS, "fault_loc"):
+    for name in (*_POSITIVE, *_WEIGHTS, "fault_loc", "class_rate", "stall_rate"):
         values = getattr(params, name)
         if len(values) != N_FAULTS:
             raise ValueError(f"{name} has {len(values)} values, not one per fault class ({N_FAULTS})")
@@ -30,6 +30,8 @@ def _check(params: HealthParams) -> None:
     weights = [*params.tail_weight, *_flat(params.activation), *_flat(params.relation_weight)]
     if not all(0.0 <= x <= 1.0 for x in weights):
         raise ValueError("tail_weight, activation and relation_weight must lie in [0, 1]")
+    if not all(0.0 < x < 1.0 for x in params.stall_rate):
+        raise ValueError("stall_rate must lie in (0, 1)")
     if not 0.0 < params.temperature < math.inf:
         raise ValueError(f"temperature must be positive and finite, not {params.temperature}")
 

@@ -1,10 +1,12 @@
 """The exact posterior over (root cause, fault class), vectorised: the served form of the model.
 
 Enumerating one root r with class c: r's own scores follow the class's activations, the nodes
-related to r follow their relation's weights, every other node is healthy. Relative to "all
-healthy", the log joint is the root's mixture ratios plus its related nodes' ones, so the whole
-table is one batched density evaluation and a sum over the related pairs: O(candidates x nodes)
-to find them, O(pairs) to add them.
+related to r follow their relation's weights, every other node is healthy; r's lockstep group
+(`models.health.LOCKSTEP_RELATIONS`) does so only if r's fault stalls it, which is summed out
+(`models.health.stalled`). Relative to "all healthy", the log joint is the root's mixture ratios
+plus its related nodes' ones (its group's as one term), so the whole table is one batched density
+evaluation and a sum over the related pairs: O(candidates x nodes) to find them, O(pairs) to add
+them.
 `models.enumeration` states the same model in Pyro and the tests check the two agree;
 `models.learning` fits the parameters through these same functions (on torch tensors, `xp`).
 """
@@ -19,8 +21,16 @@ import numpy.typing as npt
 from numba import njit
 from scipy.special import logsumexp
 
-from models.health import HealthParams, ParamArrays, log_mixture_ratio, log_prior, root_scores
-from models.structure import CausalStructure
+from models.health import (
+    LOCKSTEP_RELATIONS,
+    HealthParams,
+    ParamArrays,
+    log_mixture_ratio,
+    log_prior,
+    root_scores,
+    stalled,
+)
+from models.structure import CausalStructure, Relation
 
 Array = npt.NDArray[np.float64]
 
@@ -87,28 +97,64 @@ def _summed(terms: Array, at: npt.NDArray[np.intp], mask: npt.NDArray[np.bool_])
     return summed
 
 
+IN_LOCKSTEP = np.isin(np.arange(len(Relation)), [int(r) for r in LOCKSTEP_RELATIONS])  # per relation code
+
+
 @njit(cache=True, nogil=True)
-def _summed_per_root(related: npt.NDArray[np.int64], relation: npt.NDArray[np.int8], ratio: Array) -> Array:
-    """Per root, the `ratio[node, relation]` of its related nodes (`CausalStructure.related`:
-    flat positions root * R + node of the relation matrix)."""
+def _summed_per_root(
+    related: npt.NDArray[np.int64], relation: npt.NDArray[np.int8], ratio: Array, in_lockstep: npt.NDArray[np.bool_]
+) -> Array:
+    """(2, R): per root, the `ratio[node, relation]` of its related nodes (`CausalStructure.related`:
+    flat positions root * R + node of the relation matrix), those outside its lockstep group (row
+    0) and those in it (row 1)."""
     n = ratio.shape[0]
     flat = relation.ravel()
-    sums = np.zeros(n)
+    sums = np.zeros((2, n))
     for position in related:
-        sums[position // n] += ratio[position % n, flat[position]]
+        kind = flat[position]
+        sums[int(in_lockstep[kind]), position // n] += ratio[position % n, kind]
     return sums
 
 
-def cause_logits(root: Any, related: Any, mask: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
-    """(R, C) unnormalised log posterior: the prior and the likelihood tempered by `temperature`."""
-    return (root + related[:, None]) / params.array("temperature", xp) + log_prior(mask, params, xp)
+def cause_logits(root: Any, apart: Any, lockstep: Any, mask: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
+    """(R, C) unnormalised log posterior from the roots' own terms (R, C) and their related nodes'
+    outside and in their lockstep groups (R,): the likelihood tempered by `temperature`, the
+    priors (the cause's, a group's stall) not."""
+    temperature = params.array("temperature", xp)
+    likelihood = (root + apart[:, None]) / temperature + stalled(lockstep / temperature, params, xp)
+    return likelihood + log_prior(mask, params, xp)
+
+
+def _related_sums(
+    values: Array,
+    at: npt.NDArray[np.intp],
+    mask: npt.NDArray[np.bool_],
+    structure: CausalStructure,
+    params: HealthParams,
+) -> tuple[Array, Array]:
+    """Per candidate as a root, its related nodes' terms summed outside its lockstep group and in it."""
+    ratio = _summed(related_terms(values, params), at, mask)
+    apart, lockstep = _summed_per_root(structure.related, structure.relation, ratio, IN_LOCKSTEP)
+    return apart, lockstep
+
+
+def lockstep_sums(score: Array, structure: CausalStructure, params: HealthParams) -> Array:
+    """(R,): per candidate as a root, its lockstep group's terms summed (untempered); `score` is
+    the candidates' (R, F)."""
+    s, mask = observed(score)
+    return _related_sums(*distinct_columns(s), mask, structure, params)[1]
+
+
+def log_posterior_and_lockstep(score: Array, structure: CausalStructure, params: HealthParams) -> tuple[Array, Array]:
+    """`log_posterior`, and `lockstep_sums` with it."""
+    s, mask = observed(score[structure.candidates])
+    values, at = distinct_columns(s)
+    apart, lockstep = _related_sums(values, at, mask, structure, params)
+    with np.errstate(invalid="ignore"):
+        logits: Array = cause_logits(_summed(root_terms(values, params), at, mask), apart, lockstep, mask, params)
+    return logits - float(logsumexp(logits)), lockstep
 
 
 def log_posterior(score: Array, structure: CausalStructure, params: HealthParams) -> Array:
     """Normalised log posterior, shape (candidates, classes); -inf where a class can't be measured."""
-    s, mask = observed(score[structure.candidates])
-    values, at = distinct_columns(s)
-    related = _summed_per_root(structure.related, structure.relation, _summed(related_terms(values, params), at, mask))
-    with np.errstate(invalid="ignore"):
-        logits: Array = cause_logits(_summed(root_terms(values, params), at, mask), related, mask, params)
-    return logits - float(logsumexp(logits))
+    return log_posterior_and_lockstep(score, structure, params)[0]

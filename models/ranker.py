@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from models.health import HealthParams, load_params, params_version
 from models.multiroot import compare_roots
-from models.posterior import log_posterior
+from models.posterior import log_posterior_and_lockstep
 from models.structure import CausalStructure, StructureCache
 from rca.evidence.nodes import FAULTS, NodeEvidence, extract_evidence
 from rca.graph.series import SeriesCache
@@ -94,7 +94,8 @@ class BayesianRanker:
         if getattr(self, "_structure_cache", None) is None:
             self._structure_cache = StructureCache()
         structure = self._structure_cache.get(evidence, alert_nodes)
-        log_post = log_posterior(evidence.score, structure, self._active_params())
+        params = self._active_params()
+        log_post, lockstep = log_posterior_and_lockstep(evidence.score, structure, params)
         posterior = np.exp(log_post)
         rows, dominant, merged = _reported(evidence, structure.candidates, posterior)
         node_p = merged.sum(axis=1)
@@ -117,7 +118,7 @@ class BayesianRanker:
             ],
         }
         causes = tuple(from_columns(Cause, columns))
-        return causes, _several_roots(evidence, structure, log_post, self._active_params())
+        return causes, _several_roots(evidence, structure, log_post, lockstep / params.temperature, params)
 
 
 def _reported(
@@ -143,13 +144,17 @@ def _report_rows(evidence: NodeEvidence, candidates: npt.NDArray[np.int64]) -> n
 
 
 def _several_roots(
-    evidence: NodeEvidence, structure: CausalStructure, log_post: npt.NDArray[np.float64], params: HealthParams
+    evidence: NodeEvidence,
+    structure: CausalStructure,
+    log_post: npt.NDArray[np.float64],
+    lockstep: npt.NDArray[np.float64],
+    params: HealthParams,
 ) -> tuple[SimultaneousRoot, ...]:
     """Each root with its probability of being one of several, best first, where two roots
     explain the evidence better than one (`models.multiroot.compare_roots`); else none."""
     candidates = structure.candidates
     report = np.searchsorted(candidates, _report_rows(evidence, candidates))
-    compared = compare_roots(evidence.score[candidates], structure, log_post, params, report=report)
+    compared = compare_roots(evidence.score[candidates], structure, log_post, params, report=report, lockstep=lockstep)
     if compared is None or compared.log_odds <= 0.0:
         return ()
     shown = compared.probability >= SIMULTANEOUS_MIN_PROBABILITY

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from models.enumeration import enumerated_posterior
-from models.health import HealthParams, fault_peak, log_faulty, log_healthy
+from models.health import HealthParams, fault_peak, load_params, log_faulty, log_healthy
 from models.posterior import distinct_columns, log_posterior, observed
 from models.structure import Relation, StructureCache, causal_structure, evidence_structure
 from rca.evidence.nodes import N_FAULTS, F, extract_evidence
@@ -175,6 +175,28 @@ def test_tensor_parallel_peers_waiting_on_a_slow_rank_point_to_it() -> None:
     posterior = np.exp(log_posterior(score, structure, HealthParams()))
     assert int(np.argmax(posterior.sum(axis=1))) == 4
     assert int(np.argmax(posterior[4])) == gpu
+
+
+def test_quiet_peers_of_a_loud_rank_count_as_one_missing_stall() -> None:
+    """Engine 0 calls a microservice (1) and eight tensor-parallel ranks (2-9, one communicator).
+    Rank 5's own NCCL signal is loud (a slow point-to-point link, which stalls no collective) and
+    its peers are quiet; the microservice is moderately slow. Whether the fault stalled the
+    communicator is summed out for the group, so seven quiet peers count once: read rank by rank
+    (a stall almost certain), each would count against the rank and the microservice would win."""
+    score = np.full((10, N_FAULTS), np.nan)
+    score[:, :3] = 0.0
+    nccl = F[Fault.NCCL_COMMUNICATION]
+    score[2:, nccl] = 0.0
+    score[5, nccl], score[1, LAT] = 25.0, 4.6
+    communicator = np.array([-1, -1, *(0,) * 8])
+    edges = np.array([[0, k] for k in range(1, 10)])
+    structure = causal_structure(10, edges, [0], communicator=communicator, owner=np.arange(10))
+    assert (structure.relation[5, [2, 3, 4, 6, 7, 8, 9]] == Relation.COLLECTIVE).all()
+    served = load_params()
+    posterior = np.exp(log_posterior(score, structure, served))
+    assert int(np.argmax(posterior.sum(axis=1))) == 5 and int(np.argmax(posterior[5])) == nccl
+    rank_by_rank = replace(served, stall_rate=(1.0 - 1e-9,) * N_FAULTS)
+    assert int(np.argmax(np.exp(log_posterior(score, structure, rank_by_rank)).sum(axis=1))) == 1
 
 
 def test_the_prior_weighs_each_measurable_class_by_its_rate() -> None:

@@ -5,7 +5,7 @@ single faults left alone."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from models.health import HealthParams, load_params
 from models.multiroot import EXTRA_ROOT_PRIOR, compare_roots
 from models.posterior import log_posterior, observed
 from models.ranker import BayesianRanker
-from models.structure import causal_structure
+from models.structure import CausalStructure, Relation, causal_structure
 from rca.evidence.nodes import N_FAULTS, F
 from rca.graph.service_graph import ServiceGraph
 from rca.ranking.causes import Ranking
@@ -93,6 +93,57 @@ def test_closed_form_equals_pyro_enumeration(seed: int, params: HealthParams, gr
     probability[compared.nodes] = compared.probability
     np.testing.assert_allclose(probability, first + second, atol=1e-6)
     assert probability.sum() == pytest.approx(2.0)
+
+
+LOCKSTEP_GROUPS = ([0, 1, 2], [3, 4])  # a communicator's ranks, an engine's GPUs
+
+
+def _lockstep_case(rng: np.random.Generator, n: int = 7) -> tuple[np.ndarray, CausalStructure]:
+    """Random scores and relations over `n` candidates where two groups are in lockstep with each
+    other (communicator ranks, engine GPUs) and related to the rest in every other way, so that
+    a root's group holds nodes the other root reaches."""
+    score = rng.exponential(1.5, (n, N_FAULTS))
+    score[rng.random(score.shape) < 0.1] = 15.0
+    score[rng.random(score.shape) < 0.3] = np.nan
+    other = [r for r in Relation if r not in (Relation.COLLECTIVE, Relation.LOCKSTEP)]
+    relation = rng.choice(other, (n, n)).astype(np.int8)
+    for members in LOCKSTEP_GROUPS:
+        for a in members:
+            relation[a, members] = rng.choice([Relation.COLLECTIVE, Relation.LOCKSTEP], len(members))
+    np.fill_diagonal(relation, Relation.NONE)
+    group = np.arange(n)
+    for members in LOCKSTEP_GROUPS:
+        group[members] = members[0]
+    return score, CausalStructure(np.arange(n), relation, np.full(n, -1), np.unique(group, return_inverse=True)[1])
+
+
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize("seed", range(4))
+def test_closed_form_equals_pyro_enumeration_with_lockstep_groups(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    score, structure = _lockstep_case(rng)
+    s, mask = (torch.from_numpy(a) for a in observed(score))
+    relation = torch.from_numpy(structure.relation).to(torch.int64)
+    odds = []
+    for stall_rate in (0.2, 0.9):  # how often a root's fault stalls its group: it moves the odds
+        params = replace(load_params(), stall_rate=(stall_rate,) * N_FAULTS, temperature=1.7)
+        log_post = log_posterior(score, structure, params)
+        compared = compare_roots(score, structure, log_post, params, top=4)
+        assert compared is not None
+        roots, classes = np.divmod(np.argsort(-log_post, axis=None, kind="stable")[:4], N_FAULTS)
+        pair_args = (s, mask, relation, torch.from_numpy(structure.group), torch.from_numpy(roots))
+        pair_args += (torch.from_numpy(classes), params)
+        one = log_evidence(single_root_model, s, mask, torch.arange(7), relation, params)
+        two = log_evidence(two_root_model, *pair_args)
+        prior_odds = math.log(EXTRA_ROOT_PRIOR) - math.log1p(-EXTRA_ROOT_PRIOR)
+        assert compared.log_odds == pytest.approx(prior_odds + two - one, abs=1e-6)
+        first_root, second_root = two_root_marginals(*pair_args)
+        probability = np.zeros(7)
+        probability[compared.nodes] = compared.probability
+        expected = first_root.reshape(7, N_FAULTS).sum(-1).numpy() + np.bincount(roots, second_root.numpy(), 7)
+        np.testing.assert_allclose(probability, expected, atol=1e-9)
+        odds.append(compared.log_odds)
+    assert abs(odds[0] - odds[1]) > 1e-3
 
 
 def _two_faulty(erroring: float) -> tuple[np.ndarray, np.ndarray]:
