@@ -102,7 +102,7 @@ class HealthParams:
     # How often each class is the root's, relative to the others (`log_prior`): a node that can
     # fail in more measurable ways is the likelier root.
     class_rate: tuple[float, ...] = (1.0,) * N_FAULTS
-    # How often a root of each class stalls its lockstep group (`LOCKSTEP_RELATIONS`): in (0, 1].
+    # How often a root of each class stalls its lockstep group (`LOCKSTEP_RELATIONS`): in (0, 1).
     stall_rate: tuple[float, ...] = (0.9,) * N_FAULTS
 
     def array(self, name: str, xp: ModuleType = np) -> Any:
@@ -200,9 +200,10 @@ def log_prior(valid: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
 
 
 def stalled(lockstep: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
-    """(..., C): what a root's lockstep group adds over health, from `lockstep` (...), the sum of
-    its members' `log_mixture_ratio` at their relations' weights: log(s_c e^lockstep + 1 - s_c),
-    s_c the `stall_rate` of the root's class (0 where it has no such members)."""
+    """(..., C): what a root's lockstep group adds over health, its stall summed out, from
+    `lockstep` (...), the sum of its members' `log_mixture_ratio` at their relations' weights
+    (tempered, where the caller tempers): log(s_c e^lockstep + 1 - s_c), s_c the `stall_rate` of
+    the root's class (0 where it has no such members)."""
     rate = params.array("stall_rate", xp)
     return xp.logaddexp(xp.log(rate) + lockstep[..., None], xp.log1p(-rate))
 
