@@ -140,18 +140,15 @@ def compare_roots(
         + log_prior(mask, params)[roots[0], classes[0]]
         - log_post[roots[0], classes[0]]
     )
+    groups = (together / temperature, classes, lockstep)  # the entries' and every candidate's, tempered
     mirrored = np.full((n_candidates, n_faults), math.log(2.0))
     mirrored[roots, classes] = 0.0
-    entries = np.arange(roots.shape[0])
-    stalls, calm = _stall_odds(together / temperature, params)
-    entry_odds = (stalls[entries, classes], calm[entries, classes])
-    stall = (entry_odds, _stall_odds(lockstep, params))
     with np.errstate(invalid="ignore"):
         log_ratio = (  # log [p(pair, evidence | two roots) / p(evidence | one root)]
             log_post[roots, classes][:, None, None]
             + log_post[None, :, :]
             + log_z1
-            + _corrections(table, structure, in_group, entry, nodes, at, stall, temperature)
+            + _corrections(table, structure, in_group, entry, nodes, at, groups, params)
             + mirrored
         )
     group = structure.group
@@ -217,11 +214,6 @@ def _stall_odds(lockstep: Array, params: HealthParams) -> tuple[Array, Array]:
     return stalls - total, np.log1p(-rate) - total
 
 
-def _given_stall(odds: tuple[Array, Array], correction: Array) -> Array:
-    """log(q e^correction + 1 - q): a correction within a lockstep group, its stall summed out."""
-    return np.logaddexp(odds[0] + correction, odds[1])
-
-
 def _corrections(
     table: Array,
     structure: CausalStructure,
@@ -229,15 +221,16 @@ def _corrections(
     entry: Index,
     nodes: Index,
     at: Index,
-    stall: tuple[tuple[Array, Array], tuple[Array, Array]],
-    temperature: float,
+    groups: tuple[Array, Index, Array],
+    params: HealthParams,
 ) -> Array:
     """(K, R, F), tempered: what each pair (entry of S, (candidate, class)) adds beyond its two
-    roots; corrections on a node in one root's lockstep group (`in_group`: the entry's, per (entry,
-    node) pair; the other root's by its relation) within that group's stall (`stall`: the
-    entries' odds (K,), every candidate's (R, C))."""
+    roots. A correction on a node in one root's lockstep group (`in_group`: the entry's, per
+    (entry, node) pair; the other root's, by its relation) counts within that group's stall,
+    log(q e^C + 1 - q), q from the group's own tempered term (`groups`: the entries' (K,) with
+    their classes, every candidate's (R,))."""
     n_codes, relation = len(Relation) - 1, structure.relation
-    n_entries, n_faults = stall[0][0].shape[0], stall[1][0].shape[1]
+    n_entries, n_faults = groups[0].shape[0], len(params.stall_rate)
     correction = np.zeros((n_entries, relation.shape[0], n_faults))
     correction[entry, nodes[at]] = table[:, n_codes:]  # the other root on a node the entry reaches
     by_relation = np.zeros((n_entries, nodes.shape[0], len(Relation)))
@@ -248,10 +241,16 @@ def _corrections(
     column_of = np.full(relation.shape[0], -1)
     column_of[nodes] = np.arange(nodes.shape[0])
     apart, entrys, others = _related_sums(structure.related, relation, column_of, by_relation, entry_group, IN_LOCKSTEP)
-    correction = (correction + apart[:, :, None]) / temperature
-    entries_odds, others_odds = stall
-    correction += _given_stall((entries_odds[0][:, None], entries_odds[1][:, None]), entrys / temperature)[:, :, None]
-    correction += _given_stall((others_odds[0][None], others_odds[1][None]), (others / temperature)[:, :, None])
+    correction = (correction + apart[:, :, None]) / params.temperature
+    entries_group, classes, candidates_group = groups
+    k, j = np.nonzero(entrys)  # mostly none: no lockstep group, or none the other root reaches
+    if k.shape[0]:
+        stalls, calm = (odds[np.arange(k.shape[0]), classes[k]] for odds in _stall_odds(entries_group[k], params))
+        correction[k, j] += np.logaddexp(stalls + entrys[k, j] / params.temperature, calm)[:, None]
+    k, j = np.nonzero(others)
+    if k.shape[0]:
+        stalls, calm = _stall_odds(candidates_group[j], params)  # (n, C): the other root in each class
+        correction[k, j] += np.logaddexp(stalls + (others[k, j] / params.temperature)[:, None], calm)
     return correction
 
 
