@@ -1,6 +1,6 @@
 """The held-out evaluation in process: `python -m benchmarks.heldout [--profile default|shifted]
 [--style conventions|real] [--seeds 101,102,103] [--scenarios PREFIX] [--params FILE]
-[--llm-score-scale F] [--json FILE]`.
+[--llm-score-scale F] [--replica-names distinct|shared] [--several-replicas] [--json FILE]`.
 
 Each simulated scenario of the benchmark (`SIM_SCENARIOS`; with `--style real` the `real` suite's,
 `REAL_SCENARIOS`, as a real deployment emits them) at each held-out seed is turned into
@@ -14,7 +14,10 @@ the share whose top cause has a true class; node@1 the share whose top cause is 
 they agree. `--llm-score-scale F` multiplies every node's LLM-serving class scores by F before
 ranking (a test statistic grows with the square root of its samples: F = 0.3 reads a deployment
 with a tenth of the simulator's samples, or a subtler fault): how the ranking holds when the
-evidence is fainter than anything the fit saw.
+evidence is fainter than anything the fit saw. `--replica-names shared` exports an LLM
+deployment's engine replicas under one set of service names, as one Deployment's pods
+(`simulation.replica_names`); `--several-replicas` scores only the cases whose drawn layout has
+more than one replica (the others are the same either way).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from rca.evidence.nodes import F, NodeEvidence
 from rca.telemetry.faults import Fault
 from simulation.profiles import PROFILES
 from simulation.real_style import STYLES
+from simulation.replica_names import REPLICA_NAMES
 
 SIGNALS_SHOWN = 2  # a miss shows its top cause's strongest signals
 
@@ -55,6 +59,12 @@ class Scored:
     top_node: str | None
     top_fault: str | None
     signals: tuple[str, ...]  # the top cause's strongest anomalous signals, strongest first
+    layout: str = ""  # the LLM deployment drawn (`tp{degree}x{replicas}`); empty elsewhere
+
+    @property
+    def replicas(self) -> int:
+        """The engine replicas of the case's LLM deployment (0 for other topologies)."""
+        return int(self.layout.rpartition("x")[2]) if self.layout else 0
 
 
 def llm_scores_scaled(evidence: NodeEvidence, scale: float) -> NodeEvidence:
@@ -73,16 +83,19 @@ def score_case(
     profile: str = "default",
     style: str = "conventions",
     llm_score_scale: float = 1.0,
+    replica_names: str = "distinct",
 ) -> Scored:
     """The case's ranking by `ranker` (its LLM-serving scores times `llm_score_scale`), scored
     against every root of its truth."""
-    (evidence, alerts, _, _), truth = simulated_case(scenario, seed, profile=profile, style=style)
+    (evidence, alerts, _, _), truth = simulated_case(
+        scenario, seed, profile=profile, style=style, replica_names=replica_names
+    )
     causes = ranker.causes(llm_scores_scaled(evidence, llm_score_scale), alerts)
     services = [c.service for c in causes]
     top = causes[0] if causes else None
     strongest = sorted((e for e in top.evidence if e.score > 0), key=lambda e: -e.score) if top else []
     return Scored(
-        case=case_name(scenario, seed, profile, style),
+        case=case_name(scenario, seed, profile, style) + ("" if replica_names == "distinct" else f"+{replica_names}"),
         fault=truth.fault,
         truth=tuple(dict.fromkeys(r.service for r in truth.roots)),
         place=_position(services, [r.service for r in truth.roots]),
@@ -94,6 +107,7 @@ def score_case(
         signals=tuple(
             f"{e.signal} {e.observed:.3g} vs {e.baseline:.3g} (score {e.score:.1f})" for e in strongest[:SIGNALS_SHOWN]
         ),
+        layout=truth.layout,
     )
 
 
@@ -104,11 +118,14 @@ def evaluate(
     params: HealthParams | None = None,
     style: str = "conventions",
     llm_score_scale: float = 1.0,
+    replica_names: str = "distinct",
 ) -> list[Scored]:
     """Every (seed, scenario) case scored, seed by seed, with `params` (default: the shipped)."""
     ranker = BayesianRanker(params=params or load_params())
     return [
-        score_case(ranker, scenario, seed, profile, style, llm_score_scale) for seed in seeds for scenario in scenarios
+        score_case(ranker, scenario, seed, profile, style, llm_score_scale, replica_names)
+        for seed in seeds
+        for scenario in scenarios
     ]
 
 
@@ -189,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--llm-score-scale", type=_scale, default=1.0, metavar="F", help="LLM-serving class scores times F (default 1)"
     )
+    parser.add_argument(
+        "--replica-names", choices=REPLICA_NAMES, default="distinct", help="engine replicas' service names"
+    )
+    parser.add_argument(
+        "--several-replicas", action="store_true", help="only cases whose LLM deployment has several replicas"
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the table and every case here")
     args = parser.parse_args(argv)
     known = REAL_SCENARIOS if args.style == "real" else SIM_SCENARIOS
@@ -201,12 +224,21 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"heldout: {exc}", file=sys.stderr)
         return 2
-    scored = evaluate(scenarios, args.seeds, args.profile, params, args.style, args.llm_score_scale)
+    scored = evaluate(scenarios, args.seeds, args.profile, params, args.style, args.llm_score_scale, args.replica_names)
+    if args.several_replicas:
+        scored = [s for s in scored if s.replicas > 1]
+    if not scored:
+        print(
+            "heldout: no case left to score (--several-replicas keeps LLM deployments of 2+ replicas)", file=sys.stderr
+        )
+        return 2
     named = f"{args.params}" if args.params else "shipped"
     title = (
         f"held-out evaluation: profile {args.profile}{'' if args.style == STYLES[0] else f', style {args.style}'}, "
         f"seeds {','.join(map(str, args.seeds))}, "
         f"{'' if args.llm_score_scale == 1.0 else f'LLM scores x{args.llm_score_scale:g}, '}"
+        f"{'' if args.replica_names == 'distinct' else f'replica names {args.replica_names}, '}"
+        f"{'several replicas only, ' if args.several_replicas else ''}"
         f"{len(scored)} cases ({len(scenarios)} scenarios), parameters {named} ({params_version(params)})"
     )
     print(report(scored, title))
@@ -218,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             "scenarios": list(scenarios),
             "params": params_version(params),
             "llm_score_scale": args.llm_score_scale,
+            "replica_names": args.replica_names,
+            "several_replicas": args.several_replicas,
             "classes": by_class(scored),
             "per_case": [asdict(s) for s in scored],
         }

@@ -173,6 +173,7 @@ def read_trace_csv(path: Path) -> SpanBatch:
         operation=operation_codes,
         peer=np.full(n, -1, np.int32),
         resource=np.full(n, -1, np.int32),
+        instance=np.full(n, -1, np.int32),
         kind=np.zeros(n, np.int8),
         start_ns=np.array(list(map(int, start)), np.int64),
         end_ns=np.array(list(map(int, end)), np.int64),

@@ -1,11 +1,12 @@
 """Live traffic for `rca demo`: a simulated case replayed through the real OpenTelemetry SDK.
 
-Each service gets its own `TracerProvider` (resource: service.name, host.name, NUMA node where
-the case has them) exporting over OTLP/gRPC, as an instrumented process would. Spans keep the
-case's ids, parents, kinds, times, status and attributes: the attributes come from the same
-encoding the trace files use (`ingest.otlp_encode`), so the SDK path and the files agree. Log
-records go through a `LoggerProvider` per service in the same way, inside the span context they
-name, so that they join their spans.
+Each process gets its own `TracerProvider` (resource: service.name, service.instance.id,
+host.name, NUMA node where the case has them) exporting over OTLP/gRPC, as an instrumented process
+would: one per service, or per instance where the case names one (engine replicas may share a
+service name). Spans keep the case's ids, parents, kinds, times, status and attributes: the
+attributes come from the same encoding the trace files use (`ingest.otlp_encode`), so the SDK path
+and the files agree. Log records go through a `LoggerProvider` per service in the same way, inside
+the span context they name, so that they join their spans.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 
 from ingest.otlp_encode import encode_batch
 from ingest.otlp_proto import STATUS_ERROR
+from rca.telemetry.conventions import SERVICE_INSTANCE, SERVICE_NAME
 from rca.telemetry.logs import LogBatch
 from simulation import SimulatedCase
 
 _SCOPE = "rca.simulation"
 Value = str | bool | int | float
+Process = tuple[str, str | None]  # (service.name, service.instance.id or None)
 
 
 class _PresetIds(IdGenerator):
@@ -70,14 +73,30 @@ def _requests(case: SimulatedCase) -> Iterator[tuple[int, ExportTraceServiceRequ
             yield int(batch.start_ns[0]), ExportTraceServiceRequest.FromString(message)
 
 
-def _resources(requests: list[tuple[int, ExportTraceServiceRequest]]) -> dict[str, dict[str, Value]]:
-    """Per service, the union of its resource attributes over the case."""
-    merged: dict[str, dict[str, Value]] = defaultdict(dict)
+def _process(attributes: dict[str, Value]) -> Process:
+    """The process a resource is: replicas sharing a service name are told apart by instance."""
+    instance = attributes.get(SERVICE_INSTANCE)
+    return str(attributes[SERVICE_NAME]), None if instance is None else str(instance)
+
+
+def _resources(requests: list[tuple[int, ExportTraceServiceRequest]]) -> dict[Process, dict[str, Value]]:
+    """Per process, the union of its resource attributes over the case."""
+    merged: dict[Process, dict[str, Value]] = defaultdict(dict)
     for _, request in requests:
         for resource_spans in request.resource_spans:
             attributes = _attributes(list(resource_spans.resource.attributes))
-            merged[str(attributes["service.name"])].update(attributes)
+            merged[_process(attributes)].update(attributes)
     return merged
+
+
+def _resource(attributes: dict[str, Value]) -> Resource:
+    """The SDK's resource of a process of the case. Recent SDKs make up a random
+    `service.instance.id` for a process that names none: left out, so that a span has the
+    instance the case gives it (none, or its replica's) and the SDK path and the files agree."""
+    created = Resource.create(attributes)
+    if SERVICE_INSTANCE in attributes:
+        return created
+    return Resource({k: v for k, v in created.attributes.items() if k != SERVICE_INSTANCE}, created.schema_url)
 
 
 def replay_with_sdk(case: SimulatedCase, endpoint: str, speedup: float | None = None) -> int:
@@ -85,17 +104,17 @@ def replay_with_sdk(case: SimulatedCase, endpoint: str, speedup: float | None = 
     returns the number of spans ended. `speedup` paces by event time (e.g. 10 plays a 12-minute
     case in 72 s); None sends as fast as the exporters take them."""
     ids = _PresetIds()
-    providers: dict[str, TracerProvider] = {}
-    tracers: dict[str, trace.Tracer] = {}
+    providers: dict[Process, TracerProvider] = {}
+    tracers: dict[Process, trace.Tracer] = {}
     queue = max(2048, case.spans)
     requests = list(_requests(case))
-    for service, attributes in _resources(requests).items():
-        provider = TracerProvider(resource=Resource.create(attributes), id_generator=ids)
+    for process, attributes in _resources(requests).items():
+        provider = TracerProvider(resource=_resource(attributes), id_generator=ids)
         exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True)
         provider.add_span_processor(
             BatchSpanProcessor(exporter, max_queue_size=queue, max_export_batch_size=1024, schedule_delay_millis=200)
         )
-        providers[service], tracers[service] = provider, provider.get_tracer(_SCOPE)
+        providers[process], tracers[process] = provider, provider.get_tracer(_SCOPE)
     began = time.monotonic()
     sent = 0
     try:
@@ -103,10 +122,10 @@ def replay_with_sdk(case: SimulatedCase, endpoint: str, speedup: float | None = 
             if speedup is not None:
                 time.sleep(max(0.0, (event_ns - case.start_ns) / 1e9 / speedup - (time.monotonic() - began)))
             for resource_spans in request.resource_spans:
-                service = str(_attributes(list(resource_spans.resource.attributes))["service.name"])
+                tracer = tracers[_process(_attributes(list(resource_spans.resource.attributes)))]
                 for scope_spans in resource_spans.scope_spans:
                     for span in scope_spans.spans:
-                        _emit(tracers[service], ids, span)
+                        _emit(tracer, ids, span)
                         sent += 1
     finally:
         for provider in providers.values():

@@ -1,6 +1,11 @@
 """Span and log records → OTLP protobuf: the inverse of `ingest.otlp_proto` and
 `ingest.otlp_logs`, for replaying batches (datasets, benchmarks) through the real ingest path.
 
+A span's instance goes back as its resource's `service.instance.id` (which the decoders read
+first), so replicas under one service name stay apart. A GPU node's host goes back as `host.name`,
+except the placeholder a decoder gives a GPU node whose resource names no host: written, it would
+come back as an instance the span did not have. So a batch a decoder made comes back the same.
+
 Signals go back to the attributes they are read from. The derived ones come back as what
 derives them: a span's urgency mark (which splits its queue time into urgent and ordinary) as
 `gen_ai.request.priority` 0/1, a NUMA mismatch as `gpu.numa_node` 0/1 against a resource
@@ -27,8 +32,10 @@ from rca.telemetry.conventions import (
     HOST_NAME,
     PRIORITY_LEVEL,
     PROCESS_NUMA,
+    SERVICE_INSTANCE,
     SERVICE_NAME,
     SIGNAL_ATTRIBUTES,
+    UNKNOWN_HOST,
 )
 from rca.telemetry.logs import LogBatch
 from rca.telemetry.spans import Signal, SpanBatch
@@ -40,8 +47,8 @@ PEER_SERVICE = "peer.service"
 # The first attribute named for each signal (e.g. `gen_ai.usage.input_tokens`).
 _SIGNAL_KEY: dict[Signal, str] = {signal: key for key, signal in reversed(list(SIGNAL_ATTRIBUTES.items()))}
 
-# (service, host.name or None, whether the resource carries process.numa_node)
-ResourceKey = tuple[str, str | None, bool]
+# (service, host.name or None, service.instance.id or None, whether the resource carries process.numa_node)
+ResourceKey = tuple[str, str | None, str | None, bool]
 
 
 def _value(value: str | int | float) -> AnyValue:
@@ -64,14 +71,22 @@ def _gpu_node(batch: SpanBatch, row: int) -> tuple[str, str] | None:
 def _resource_key(batch: SpanBatch, row: int) -> ResourceKey:
     node = _gpu_node(batch, row)
     numa = not math.isnan(batch.signals[row, Signal.NUMA_MISMATCH])
-    return batch.strings[batch.service[row]], None if node is None else node[0], numa
+    instance = int(batch.instance[row])
+    return (
+        batch.strings[batch.service[row]],
+        None if node is None or node[0] == UNKNOWN_HOST else node[0],
+        None if instance < 0 else batch.strings[instance],
+        numa,
+    )
 
 
 def _resource_attributes(key: ResourceKey) -> list[KeyValue]:
-    service, host, numa = key
+    service, host, instance, numa = key
     attributes = [KeyValue(key=SERVICE_NAME, value=_value(service))]
     if host is not None:
         attributes.append(KeyValue(key=HOST_NAME, value=_value(host)))
+    if instance is not None:
+        attributes.append(KeyValue(key=SERVICE_INSTANCE, value=_value(instance)))
     if numa:
         attributes.append(KeyValue(key=PROCESS_NUMA, value=_value(0)))
     return attributes

@@ -13,7 +13,15 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ingest import otlp_scan as scan
 from rca.telemetry.builder import SpanBatchBuilder, SpanColumns, assemble, attribute_effect, reads_every_span
-from rca.telemetry.conventions import PEER_KEYS, RESOURCE_KEYS, SERVICE_NAME, SPAN_KEYS, UNKNOWN_SERVICE, AttrValue
+from rca.telemetry.conventions import (
+    PEER_KEYS,
+    RESOURCE_KEYS,
+    SERVICE_NAME,
+    SPAN_KEYS,
+    UNKNOWN_SERVICE,
+    AttrValue,
+    instance_of,
+)
 from rca.telemetry.spans import CALLER_KINDS, N_SIGNALS, DecodeError, DecodeResult
 
 STATUS_ERROR = 2
@@ -117,6 +125,9 @@ def _scanned(data: bytes, request: ExportTraceServiceRequest) -> DecodeResult | 
         for rs in request.resource_spans
     ]
     service_of = np.asarray([intern(str(r.get(SERVICE_NAME) or UNKNOWN_SERVICE)) for r in resources], np.int32)
+    instance_of_resource = np.asarray(
+        [-1 if (instance := instance_of(r)) is None else intern(instance) for r in resources], np.int32
+    )
     names = [data[o : o + length].decode() for o, length in t[:n_names, : scan.T_NAME_LEN + 1].tolist()]
     operation_of = np.fromiter(map(intern, names), np.int32, n_names)
     every = np.asarray([reads_every_span(r) for r in resources], np.bool_)
@@ -152,6 +163,7 @@ def _scanned(data: bytes, request: ExportTraceServiceRequest) -> DecodeResult | 
         operation=operation,
         peer=peer,
         resource=resource,
+        instance=instance_of_resource[i[:, scan.I_RESOURCE]],
         signals=signals,
         strings=tuple(strings),
     )

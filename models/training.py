@@ -63,11 +63,18 @@ def replayed(case: SimulatedCase) -> tuple[ServiceGraph, int]:
 
 
 def simulated_case(
-    scenario: str, seed: int, *, every_network_node: bool = False, profile: str = "default", style: str = "conventions"
+    scenario: str,
+    seed: int,
+    *,
+    every_network_node: bool = False,
+    profile: str = "default",
+    style: str = "conventions",
+    replica_names: str = "distinct",
 ) -> tuple[Case, Truth]:
     """`training_case` with the simulation's whole truth (`Truth.roots`: both roots of an
-    overlapping-fault scenario), for held-out scoring (`benchmarks.heldout`)."""
-    case = simulate(scenario, seed=seed, profile=profile, style=style)
+    overlapping-fault scenario), for held-out scoring (`benchmarks.heldout`); `replica_names` as
+    `simulation.simulate` takes it."""
+    case = simulate(scenario, seed=seed, profile=profile, style=style, replica_names=replica_names)
     graph, alert_ns = replayed(case)
     evidence = extract_evidence(
         graph,

@@ -44,6 +44,7 @@ class Truth:
     hot_services: tuple[str, ...]  # busy but healthy throughout
     roots: tuple[Root, ...]
     style: str = "conventions"  # what the telemetry looks like (`real_style.STYLES`)
+    replica_names: str = "distinct"  # engine replicas' service names (`replica_names.REPLICA_NAMES`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,9 +17,12 @@ _COLUMNS = ("trace", "span", "parent", "service", "operation", "peer", "resource
 
 
 class SpanBlocks:
-    """Blocks of span columns sharing one string table."""
+    """Blocks of span columns sharing one string table. `instances` maps a service to the one
+    instance its spans run as (an engine replica's host), so every span of it carries that
+    instance and every other span none (-1)."""
 
-    def __init__(self) -> None:
+    def __init__(self, instances: Mapping[str, str]) -> None:
+        self._instances = instances
         self._strings: dict[str, int] = {}
         self._blocks: dict[str, list[npt.NDArray[np.generic]]] = {c: [] for c in _COLUMNS}
         self._signals: list[tuple[int, Mapping[Signal, npt.NDArray[np.float64]]]] = []
@@ -45,6 +48,7 @@ class SpanBlocks:
     def build(self) -> SpanBatch:
         """Every span, sorted by start time; NCCL latency filled in from `nccl:` span durations."""
         c = {name: np.concatenate(blocks) for name, blocks in self._blocks.items()}
+        instance = self._instance_of_string()[c["service"]]
         signals = np.full((self._rows, N_SIGNALS), math.nan)
         for offset, block in self._signals:
             for signal, values in block.items():
@@ -60,6 +64,7 @@ class SpanBlocks:
             operation=c["operation"][order].astype(np.int32),
             peer=c["peer"][order].astype(np.int32),
             resource=c["resource"][order].astype(np.int32),
+            instance=instance[order],
             kind=c["kind"][order].astype(np.int8),
             start_ns=c["start"][order].astype(np.int64),
             end_ns=c["end"][order].astype(np.int64),
@@ -67,6 +72,14 @@ class SpanBlocks:
             signals=signals[order],
             strings=strings,
         )
+
+    def _instance_of_string(self) -> npt.NDArray[np.int32]:
+        """Per string of the table, the instance of the service it names (-1: none), so a
+        service column maps to its instance column in one lookup; interns the instances."""
+        lookup = np.full(len(self._strings), -1, np.int32)
+        named = [service for service in self._instances if service in self._strings]
+        lookup[self.intern(named)] = self.intern([self._instances[service] for service in named])
+        return lookup
 
 
 def chunk_bounds(times: npt.NDArray[np.int64], start_ns: int, seconds: float) -> list[tuple[int, int]]:

@@ -33,6 +33,12 @@ class EngineRequests:
     requests: LlmRequests
 
 
+def replica_instances(clusters: Sequence[LlmCluster]) -> dict[str, str]:
+    """Each replica's engine and worker services mapped to its host: the instance their spans
+    carry, which tells replicas apart where they share service names (`replica_names`)."""
+    return {service: c.host for c in clusters for service in (c.engine, *c.workers)}
+
+
 def sample_engines(
     ct: CompiledTopology,
     conditions: Conditions,

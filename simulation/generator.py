@@ -24,6 +24,7 @@ from simulation.conditions import Conditions
 from simulation.engines import (
     EngineRequests,
     add_worker_spans,
+    replica_instances,
     request_signals,
     sample_engines,
     worker_span_count,
@@ -112,7 +113,7 @@ def generate_invocations(
     duration, occupied = _durations(ct, tree, self_s, net_in + net_out, error, conditions.op_propagation, rng)
     pre = self_s * rng.uniform(0.15, 0.7, n)
     client_s, server_s = _starts(ct, tree, pre, occupied, net_in)
-    columns = SpanBlocks()
+    columns = SpanBlocks(replica_instances(ct.topology.engines))
     op_names = columns.intern([o.name for o in ct.topology.operations])
     services = columns.intern(list(ct.services))
     peers = np.array([-1 if o.peer is None else int(columns.intern([o.peer])[0]) for o in ct.topology.operations])

@@ -22,6 +22,7 @@ from simulation.logs import log_chunks, write_logs
 from simulation.mesh import mesh
 from simulation.profiles import PROFILES, Profile, profile_named
 from simulation.real_style import STYLES, metric_chunks, real_physics, real_root, real_telemetry
+from simulation.replica_names import REPLICA_NAMES, renamed, renamed_node, shared_names
 from simulation.topologies import LlmLayout, boutique, llm
 from simulation.topology import CompiledTopology
 from simulation.traffic import Hiccups, Traffic
@@ -113,15 +114,20 @@ def simulate(
     rate: float | None = None,
     profile: str = "default",
     style: str = "conventions",
+    replica_names: str = "distinct",
 ) -> SimulatedCase:
     """One case: ~6 min of normal traffic, the fault for ~4 min, 2 min of recovery; `rate` is the
     mean requests per second (default: the topology's times the profile's draw, ~20-60k spans a
     case). Every level, size and layout is drawn from `profile`. `style` is what the telemetry
     looks like: rca's own span conventions, or what a real deployment emits (`real_style`: vLLM's
-    spans and scraped metrics, from the same requests). Deterministic per seed and start
-    (scrapes fall on the start's clock, so another start draws another case of the same seed)."""
+    spans and scraped metrics, from the same requests). `replica_names` `shared` exports every
+    engine replica under the first one's service names (`simulation.replica_names`), as one
+    Deployment's pods. Deterministic per seed and start (scrapes fall on the start's clock, so
+    another start draws another case of the same seed); the names draw nothing."""
     if style not in STYLES:
         raise ValueError(f"unknown style {style!r}; known: {', '.join(STYLES)}")
+    if replica_names not in REPLICA_NAMES:
+        raise ValueError(f"unknown replica names {replica_names!r}; known: {', '.join(REPLICA_NAMES)}")
     topology, fault, variant = parse(scenario)
     drawn = profile_named(profile)
     key = zlib.crc32(scenario.encode())
@@ -160,6 +166,10 @@ def simulate(
         real = real_telemetry(ct, plans, conditions, batch, invocations, engines, traffic, real_rng)
         batch, attributes, metrics = real.spans, real.attributes, metric_chunks(real.metrics, start, BATCHSECONDS)
         roots = tuple(real_root(ct, p) for p in plans)
+    names = shared_names(ct.topology.engines) if replica_names == "shared" else {}
+    batch, logs = renamed(batch, names), renamed(logs, names)
+    metrics = tuple(renamed(m, names) for m in metrics)
+    roots = tuple((renamed_node(node, names), names.get(service, service)) for node, service in roots)
     truth = Truth(
         scenario=scenario,
         seed=seed,
@@ -179,6 +189,7 @@ def simulate(
             for p, (node, service) in zip(plans, roots, strict=True)
         ),
         style=style,
+        replica_names=replica_names,
     )
     return SimulatedCase(
         truth=truth,

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rca.graph.accumulators import OpSum, SignalSum, WindowAggregate
+from rca.graph.keys import signal_node, signal_of
 from rca.graph.lockstep import Lockstep
 from rca.graph.service_graph import ServiceGraph
 from rca.graph.view import Window, build_digraph, graph_between
@@ -151,8 +152,11 @@ def _op_sums(graph: ServiceGraph, node: str, op: str) -> npt.NDArray[np.float64]
 
 
 def _signal_sums(graph: ServiceGraph, node: str, signal: Signal) -> npt.NDArray[np.float64]:
+    """A node's sums of one signal, its instances' (`NodeKind.INSTANCE`) summed in."""
     keys, sums, _ = graph.aggregate(WIDE.start_ns, WIDE.end_ns).signals.view()
-    row: npt.NDArray[np.float64] = sums[int(np.flatnonzero(keys == (graph.names.node_ids[node] << 8) | signal)[0])]
+    mine = (graph.names.signal_owners(signal_node(keys)) == graph.names.node_ids[node]) & (signal_of(keys) == signal)
+    assert mine.any(), f"no {signal.name} on {node}"
+    row: npt.NDArray[np.float64] = sums[mine].sum(axis=0)
     return row
 
 
@@ -236,7 +240,9 @@ def test_a_span_on_a_gpu_counts_the_gpus_signals_there_and_the_rest_on_its_servi
     assert _signal_sums(graph, "engine", Signal.QUEUE_TIME)[SignalSum.SUM] == 0.2
     assert _signal_sums(graph, "gpu:h/0", Signal.GPU_DRAM_BYTES)[SignalSum.SUM] == 5e9
     keys = graph.aggregate(WIDE.start_ns, WIDE.end_ns).signals.view()[0]
-    assert sorted(graph.names.nodes[k >> 8] for k in keys.tolist()) == ["engine", "gpu:h/0"]
+    owners = graph.names.signal_owners(signal_node(keys))
+    assert sorted(graph.names.nodes[k] for k in owners.tolist()) == ["engine", "gpu:h/0"]
+    assert sorted(graph.names.nodes[k] for k in signal_node(keys).tolist()) == ["engine@h", "gpu:h/0"]  # its pod's
 
 
 def _request_spans(trace: int, *spans: tuple[str, int, int, Mapping[str, AttrValue]]) -> SpanBatch:

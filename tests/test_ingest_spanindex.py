@@ -136,7 +136,7 @@ def test_queue_times_waiting_for_a_mark_search_only_the_generations_started_sinc
 
     add(range(1, 31), 1.0, np.nan)  # 30 marked traces: generations 0, 1, 2
     add(range(100, 104), np.nan, 0.5)  # four queue times whose traces have no mark yet
-    assert urgency.resolve(0).nodeop.shape[0] == 0
+    assert urgency.resolve(0).node.shape[0] == 0
     assert searched == [4, 4, 4]  # every generation once
     add(range(100, 101), 0.0, np.nan)  # one trace's mark comes (ordinary), in generation 3
     searched.clear()

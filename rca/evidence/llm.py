@@ -3,6 +3,9 @@
 Where signals sit: queue, scheduler and token timings on the engine (the node of the spans that
 carry them); DRAM, L2 and KV-cache signals, and GPU time, on the GPU node `gpu:{host}/{id}`;
 NCCL signals on the rank (the service of the `nccl:` spans); NUMA signals where their spans ran.
+A service's own signals are read per instance (`rca.graph.names.span_signal_nodes`: engine replicas
+may share one service name) and each row is reported on the service: its score is its strongest
+instance's, not the replicas' blend.
 
 Lockstep: a compute span's self time excludes the time its sibling collectives overlapped it
 (`OpSum.WAIT`, from `rca.graph.lockstep`) and `nccl:` operations are no latency rows, so a straggler
@@ -209,7 +212,7 @@ def _served_tokens(x: LlmExtractor, nodes: Index) -> Array:
     of the engines calling its rank (the node's owning service), or of the rank itself. Decode
     steps, one per output token, are most of a GPU's time and memory traffic."""
     table = x.series.signals
-    sources, sums = _by_signal(table, Signal.OUTPUT_TOKENS)
+    sources, sums = _by_service(x, *_by_signal(table, Signal.OUTPUT_TOKENS))
     if sources.shape[0] == 0 or nodes.shape[0] == 0:
         return np.zeros((nodes.shape[0], table.sums.shape[1]))
     keys = x.series.edges.keys
@@ -221,6 +224,12 @@ def _served_tokens(x: LlmExtractor, nodes: Index) -> Array:
     served: Array = serves @ sums[np.searchsorted(sources, high(pairs)), :, SignalSum.SUM]
     served[:, served.shape[1] - _running_windows(x) :] = 0.0  # no observation: see `_running_windows`
     return served
+
+
+def _by_service(x: LlmExtractor, nodes: Index, sums: Array) -> tuple[Index, Array]:
+    """`_by_signal`'s rows summed per service (an engine's tokens over all its instances)."""
+    services, group = np.unique(x.names.signal_owners(nodes), return_inverse=True)
+    return services, sum_rows(group.reshape(-1), sums, services.shape[0])
 
 
 def _running_windows(x: LlmExtractor) -> int:
@@ -321,16 +330,20 @@ def llm_rows(x: LlmExtractor) -> LlmRows:
     overlap = _signal_rows(x, Signal.NCCL_OVERLAP, -1)
     _as_far_as_lost(overlap)
     dram = _gpu_signal_per_token(x, Signal.GPU_DRAM_BYTES, "dram_bytes_per_output_token")
-    return LlmRows(
-        [*_engine_parts(table), *_gpu_time(x)],
-        {
-            Fault.GPU_MEMORY_BANDWIDTH: merge_rows(bandwidth, dram),
-            Fault.KV_CACHE_FRAGMENTATION: _merge((allocation, block, *loaded)),
-            Fault.SCHEDULER_PRIORITY_INVERSION: queue,
-            Fault.NCCL_COMMUNICATION: _merge((collective, p2p, overlap, _nccl_bandwidth(x))),
-            Fault.NUMA_MISMATCH: merge_rows(_signal_rows(x, Signal.NUMA_MISMATCH, 1), remote),
-        },
-    )
+    classes = {
+        Fault.GPU_MEMORY_BANDWIDTH: merge_rows(bandwidth, dram),
+        Fault.KV_CACHE_FRAGMENTATION: _merge((allocation, block, *loaded)),
+        Fault.SCHEDULER_PRIORITY_INVERSION: queue,
+        Fault.NCCL_COMMUNICATION: _merge((collective, p2p, overlap, _nccl_bandwidth(x))),
+        Fault.NUMA_MISMATCH: merge_rows(_signal_rows(x, Signal.NUMA_MISMATCH, 1), remote),
+    }
+    owners = x.names.signal_owners
+    for rows in classes.values():
+        rows.node = owners(rows.node)
+    latency = [
+        (owners(nodes), y, weight, labels) for nodes, y, weight, labels in [*_engine_parts(table), *_gpu_time(x)]
+    ]
+    return LlmRows(latency, classes)
 
 
 def _merge(rows: tuple[Rows, ...]) -> Rows:
@@ -346,7 +359,7 @@ def communicators(x: LlmExtractor, present: Index, pairs: Index) -> Index:
     (a rank's GPU reaches its communicator through its owner)."""
     table = x.series.signals
     out = np.full(present.shape[0], -1, np.int64)
-    ranks, _ = _by_signal(table, Signal.NCCL_LATENCY)
+    ranks = np.unique(x.names.signal_owners(_by_signal(table, Signal.NCCL_LATENCY)[0]))
     rank_rows, known = find_sorted(present, ranks)
     if not known.any():
         return out
@@ -366,7 +379,7 @@ def communicators(x: LlmExtractor, present: Index, pairs: Index) -> Index:
 def request_timers(x: LlmExtractor, present: Index) -> npt.NDArray[np.bool_]:
     """Per node of `present` (graph node ids, ascending), whether it times whole LLM requests
     (TTFT, prefill, decode or e2e: an engine), timings that include the work of all it waits on."""
-    timers = np.concatenate([_by_signal(x.series.signals, time)[0] for time, _, _ in PER_TOKEN])
+    timers = x.names.signal_owners(np.concatenate([_by_signal(x.series.signals, time)[0] for time, _, _ in PER_TOKEN]))
     engine: npt.NDArray[np.bool_] = np.isin(present, timers)
     return engine
 

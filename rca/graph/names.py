@@ -22,6 +22,9 @@ class NodeKind(StrEnum):
     SERVICE = "service"
     VIRTUAL = "virtual"
     RESOURCE = "resource"
+    # One process of a service (`span_signal_nodes`): holds only its LLM-serving span signals,
+    # which evidence reads per instance and reports on the owning service.
+    INSTANCE = "instance"
 
 
 class Names:
@@ -37,6 +40,7 @@ class Names:
         self.ops: list[str] = []
         self.nccl_ops: list[int] = []  # operations named `nccl:{op}` (docs/interface.md)
         self._nodeops = IntIndex()
+        self._instances: dict[tuple[int, str], int] = {}  # (service node, instance) → instance node
 
     def node(self, name: str, kind: NodeKind, owner: str | None = None) -> int:
         index = self.node_ids.get(name)
@@ -49,6 +53,24 @@ class Names:
             self.kinds[index] = NodeKind.SERVICE  # a callee we only knew by name now reports spans
             self.owners[index] = index
         return index
+
+    def instance(self, node: int, instance: str) -> int:
+        """The instance node of one process (`instance`) of service `node`."""
+        index = self._instances.get((node, instance))
+        if index is None:
+            index = self._instances[node, instance] = self.node(f"{self.nodes[node]}@{instance}", NodeKind.INSTANCE)
+            self.owners[index] = node
+        return index
+
+    def signal_owners(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Each node id as evidence reports it: an instance node as its service, any other id
+        (network nodes' ids past the graph's nodes too) as itself."""
+        owners = np.asarray(self.owners, np.int64)
+        inside = nodes < owners.shape[0]
+        instance = np.zeros(nodes.shape[0], np.bool_)
+        instance[inside] = self.of_kind(NodeKind.INSTANCE)[nodes[inside]]
+        mapped: npt.NDArray[np.int64] = np.where(instance, owners[np.where(instance, nodes, 0)], nodes)
+        return mapped
 
     def of_kind(self, kind: NodeKind) -> npt.NDArray[np.bool_]:
         """Per node id, whether it is of `kind`."""
@@ -101,6 +123,22 @@ def span_nodes(names: Names, batch: SpanBatch) -> tuple[npt.NDArray[np.int64], .
         lookup = {r: names.node(strings[r], NodeKind.RESOURCE, strings[s]) for r, s in pairs}
         resources = np.asarray([lookup.get(int(r), -1) for r in batch.resource], np.int64)
     return nodes, peers, resources
+
+
+def span_signal_nodes(
+    names: Names, batch: SpanBatch, nodes: npt.NDArray[np.int64], carries: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.int64]:
+    """The node each span's own signals are kept on: its service's instance node where its
+    resource names an instance (replicas under one service name stay apart), else `nodes`'
+    (for every span where `carries` is false: it has no signal to keep)."""
+    named = carries & (batch.instance >= 0)
+    if not named.any():
+        return nodes
+    pairs, inverse = np.unique(np.stack([nodes[named], batch.instance[named]]), axis=1, return_inverse=True)
+    ids = np.asarray([names.instance(n, batch.strings[i]) for n, i in pairs.T.tolist()], np.int64)
+    out = nodes.copy()
+    out[named] = ids[inverse.reshape(-1)]
+    return out
 
 
 def metric_nodes(names: Names, batch: MetricBatch, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

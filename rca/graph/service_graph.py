@@ -27,7 +27,7 @@ from rca.graph.keys import high, low, measure_key, pair_key, signal_key
 from rca.graph.lockstep import Lockstep
 from rca.graph.logtemplates import TemplateMiner
 from rca.graph.metric_measures import MetricMeasures, per_reading
-from rca.graph.names import NO_OP, Names, NodeKind, map_strings, metric_nodes, span_nodes
+from rca.graph.names import NO_OP, Names, NodeKind, map_strings, metric_nodes, span_nodes, span_signal_nodes
 from rca.graph.spanindex import SpanIndex
 from rca.graph.urgency import RequestUrgency
 from rca.graph.windows import Windows, by_window, count_edges, count_logs, count_ops, count_values, evict, present
@@ -142,6 +142,8 @@ class ServiceGraph:
             batch, window = batch.select(keep), window[keep]
         self._spans += len(batch)
         nodes, peers, resources = span_nodes(self.names, batch)
+        carries = (resources >= 0) | ~np.isnan(batch.signals).all(axis=1)  # collectives carry their latency
+        signal_nodes = span_signal_nodes(self.names, batch, nodes, carries)
         named = np.concatenate([nodes, peers, resources])
         self.span_nodes.update(np.flatnonzero(np.bincount(named[named >= 0])).tolist())
         ops = self._op_ids(batch)
@@ -168,17 +170,17 @@ class ServiceGraph:
                 collective,
                 compute,
                 parent=batch.parent_id,
-                node=nodes,
+                node=signal_nodes,
                 nodeop=nodeop,
                 gpu_nodeop=gpu_nodeop,
                 start_ns=batch.start_ns,
                 end_ns=batch.end_ns,
                 window=window,
             )
-        self._count_signals(window, nodes, resources, batch.signals)
+        self._count_signals(window, signal_nodes, resources, batch.signals)
         self._index.insert(batch.span_id, nodeop, peer_nodeop, window, duration, batch.error)
         urgent, queue_s = batch.signals[:, Signal.URGENT], batch.signals[:, Signal.QUEUE_TIME]
-        self._urgency.add(batch.trace_id, urgent, queue_s, nodeop, window)
+        self._urgency.add(batch.trace_id, urgent, queue_s, signal_nodes, window)
         has_parent = batch.parent_id != 0
         fresh = np.zeros(len(batch), np.int32)
         waiting = _Pending(batch.parent_id, nodeop, batch.start_ns, batch.end_ns, batch.error, window, fresh)
@@ -350,7 +352,7 @@ class ServiceGraph:
         q = self._urgency.resolve(newest)
         kept = q.window > newest - self.retention_windows
         column = np.where(q.urgent[kept], Signal.QUEUE_TIME_URGENT, Signal.QUEUE_TIME_ORDINARY)
-        key = signal_key(self.names.nodeop_node[q.nodeop[kept]], column)
+        key = signal_key(q.node[kept], column)
         count_values(self.windows, q.window[kept], key, q.queue_s[kept])
 
     def _attribute(

@@ -32,7 +32,7 @@ class _Waiting(Columns):
     """Queue times waiting for their trace's mark."""
 
     trace: npt.NDArray[np.uint64]
-    nodeop: npt.NDArray[np.int64]
+    node: npt.NDArray[np.int64]  # where the queue time counts (`names.span_signal_nodes`)
     window: npt.NDArray[np.int64]
     queue_s: npt.NDArray[np.float64]
     since: npt.NDArray[np.int32]  # the marks' index generation when last looked up in vain (0: not yet)
@@ -40,9 +40,9 @@ class _Waiting(Columns):
 
 @dataclass(frozen=True, slots=True)
 class MarkedQueueTimes:
-    """Queue times whose trace's mark is known: each one's node-operation, window and urgency."""
+    """Queue times whose trace's mark is known: each one's node, window and urgency."""
 
-    nodeop: npt.NDArray[np.int64]
+    node: npt.NDArray[np.int64]
     window: npt.NDArray[np.int64]
     urgent: npt.NDArray[np.bool_]
     queue_s: npt.NDArray[np.float64]
@@ -61,7 +61,7 @@ class RequestUrgency:
         trace_id: npt.NDArray[np.uint64],
         urgent: npt.NDArray[np.float64],
         queue_s: npt.NDArray[np.float64],
-        nodeop: npt.NDArray[np.int64],
+        node: npt.NDArray[np.int64],
         window: npt.NDArray[np.int64],
     ) -> None:
         """Spans' marks (`urgent`: 1, 0 or NaN) and queue times; a span with both counts its own
@@ -76,7 +76,7 @@ class RequestUrgency:
             self._marks.insert(trace[lends], urgent[lends].astype(np.int64), window[lends])
         if waits.any():
             fresh = np.zeros(int(waits.sum()), np.int32)
-            self._waiting.append(_Waiting(trace[waits], nodeop[waits], window[waits], queue_s[waits], fresh))
+            self._waiting.append(_Waiting(trace[waits], node[waits], window[waits], queue_s[waits], fresh))
 
     def resolve(self, newest_window: int) -> MarkedQueueTimes:
         """The waiting queue times whose trace's mark is known by now; the others wait on until
@@ -89,4 +89,4 @@ class RequestUrgency:
         found = mark >= 0
         keep = ~found & (w.window >= newest_window - self.pending_windows)
         self._waiting = [w.select(keep)] if keep.any() else []
-        return MarkedQueueTimes(w.nodeop[found], w.window[found], mark[found] > 0, w.queue_s[found])
+        return MarkedQueueTimes(w.node[found], w.window[found], mark[found] > 0, w.queue_s[found])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TypeVar
 
 import networkx as nx
 import numpy as np
@@ -11,7 +12,7 @@ import numpy.typing as npt
 
 from rca.graph.accumulators import EdgeSum, LogSum, OpSum, SignalSum, WindowAggregate
 from rca.graph.histogram import N_BUCKETS, quantile
-from rca.graph.keys import high, low, signal_node, signal_of
+from rca.graph.keys import high, low, signal_key, signal_node, signal_of
 from rca.graph.names import Names
 from rca.graph.service_graph import ServiceGraph
 from rca.telemetry.spans import Signal
@@ -112,7 +113,11 @@ def _add_edges(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) -> N
 
 
 def _add_signals(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) -> None:
+    """Each node's span signals, its instances' summed into it (`NodeKind.INSTANCE`)."""
     keys, sums, hist = aggregate.signals.view()
+    keys = signal_key(names.signal_owners(signal_node(keys)), signal_of(keys))
+    keys, group = np.unique(keys, return_inverse=True)
+    sums, hist = _summed(group.reshape(-1), sums, keys.shape[0]), _summed(group.reshape(-1), hist, keys.shape[0])
     for node, signal, row, h in zip(signal_node(keys).tolist(), signal_of(keys).tolist(), sums, hist, strict=True):
         name = names.nodes[node]
         count = float(row[SignalSum.COUNT])
@@ -127,6 +132,16 @@ def _add_signals(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) ->
             "std": variance**0.5,
             "p95": quantile(h, 0.95),
         }
+
+
+Summed = TypeVar("Summed", bound=np.generic)
+
+
+def _summed(group: npt.NDArray[np.int64], rows: npt.NDArray[Summed], n: int) -> npt.NDArray[Summed]:
+    """`rows` summed by their row in the result, `group`."""
+    out = np.zeros((n, *rows.shape[1:]), rows.dtype)
+    np.add.at(out, group, rows)
+    return out
 
 
 def _add_logs(graph: nx.DiGraph, aggregate: WindowAggregate, names: Names) -> None:

@@ -30,7 +30,7 @@ T = TypeVar("T")
 Batch = SpanBatch | LogBatch | MetricBatch | CallStats
 RETRY_AFTER_SECONDS = 1
 COALESCE_SPANS = 65_536
-_INDEX_COLUMNS = ("service", "operation", "peer", "resource")
+_INDEX_COLUMNS = ("service", "operation", "peer", "resource", "instance")
 
 
 def concat(batches: Sequence[SpanBatch]) -> SpanBatch:

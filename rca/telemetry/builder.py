@@ -15,7 +15,15 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from rca.telemetry.conventions import PROCESS_NUMA, AttrValue, peer_node, resource_node, span_signals, with_nccl_latency
+from rca.telemetry.conventions import (
+    PROCESS_NUMA,
+    AttrValue,
+    instance_of,
+    peer_node,
+    resource_node,
+    span_signals,
+    with_nccl_latency,
+)
 from rca.telemetry.spans import CALLER_KINDS, N_SIGNALS, DecodeResult, Rejection, SpanBatch
 
 Attributes = Mapping[str, AttrValue]
@@ -26,7 +34,7 @@ _BELOW_2_63 = np.uint64(1 << 63)
 class SpanColumns:
     """Raw span fields of one request before validation. Id words are big-endian uint64 (zero
     where the id's byte length, given beside it, is wrong); times are OTLP's unsigned fixed64;
-    `service`, `operation`, `peer`, `resource` index `strings` (-1: none); `signals` holds NaN
+    `service`, `operation`, `peer`, `resource`, `instance` index `strings` (-1: none); `signals` holds NaN
     where absent (NCCL latency is filled in by `assemble`)."""
 
     trace_id: npt.NDArray[np.uint64]  # (n, 2)
@@ -43,6 +51,7 @@ class SpanColumns:
     operation: npt.NDArray[np.int32]
     peer: npt.NDArray[np.int32]
     resource: npt.NDArray[np.int32]
+    instance: npt.NDArray[np.int32]
     signals: npt.NDArray[np.float64]
     strings: tuple[str, ...]
     rejected: tuple[Rejection, ...] = ()
@@ -163,6 +172,7 @@ def assemble(columns: SpanColumns) -> DecodeResult:
         operation=c.operation,
         peer=c.peer,
         resource=c.resource,
+        instance=c.instance,
         kind=kind,
         start_ns=start,
         end_ns=end,
@@ -186,6 +196,7 @@ class SpanBatchBuilder:
         self._name: list[str] = []
         self._peer: list[int] = []
         self._resource: list[int] = []
+        self._instance: list[int] = []
         self._kind: list[int] = []
         self._start: list[int] = []
         self._end: list[int] = []
@@ -260,6 +271,8 @@ class SpanBatchBuilder:
         self._error += errors
         self._peer += [-1] * len(span_ids)
         self._resource += [-1] * len(span_ids)
+        instance = instance_of(resource)
+        self._instance += [-1 if instance is None else self._intern(instance)] * len(span_ids)
         every_span = reads_every_span(resource)
         for offset, attrs in enumerate(attributes):
             if attrs or every_span:
@@ -298,6 +311,7 @@ class SpanBatchBuilder:
             operation=np.fromiter(map(names.__getitem__, self._name), np.int32, n),
             peer=np.asarray(self._peer, np.int32),
             resource=np.asarray(self._resource, np.int32),
+            instance=np.asarray(self._instance, np.int32),
             signals=signals,
             strings=tuple(self._strings),
             rejected=tuple(Rejection(count, reason) for reason, count in self._rejected.items()),

@@ -62,11 +62,17 @@ GPU_NUMA = "gpu.numa_node"
 PROCESS_NUMA = "process.numa_node"
 HOST_NAME = "host.name"
 SERVICE_NAME = "service.name"
+SERVICE_INSTANCE = "service.instance.id"
+K8S_POD = "k8s.pod.name"
+UNKNOWN_HOST = "unknown-host"  # the host of a GPU node whose resource names none (`resource_node`)
+# What tells one process of a service from another (replicas of one Deployment share the name),
+# most specific first.
+INSTANCE_KEYS = (SERVICE_INSTANCE, K8S_POD, HOST_NAME)
 NCCL_PREFIX = "nccl:"
 NCCL_P2P_OPS = frozenset({"nccl:Send", "nccl:Recv"})
 
 SPAN_KEYS = frozenset({*_DIRECT, PRIORITY_HEADER, PRIORITY_LEVEL, *PEER_KEYS, GPU_ID, GPU_NUMA})
-RESOURCE_KEYS = frozenset({SERVICE_NAME, HOST_NAME, PROCESS_NUMA, GPU_NUMA})
+RESOURCE_KEYS = frozenset({SERVICE_NAME, *INSTANCE_KEYS, PROCESS_NUMA, GPU_NUMA})
 UNKNOWN_SERVICE = "unknown_service"
 
 
@@ -133,12 +139,22 @@ def peer_node(attributes: Mapping[str, AttrValue]) -> str | None:
     return str(address) if address else None
 
 
+def instance_of(resource: Mapping[str, AttrValue]) -> str | None:
+    """The instance of its service a resource names (`INSTANCE_KEYS`, the first present), if any:
+    the LLM-serving signals are kept per instance, so two replicas under one name stay apart."""
+    for key in INSTANCE_KEYS:
+        value = resource.get(key)
+        if value is not None and value != "":
+            return str(value)
+    return None
+
+
 def resource_node(attributes: Mapping[str, AttrValue], resource: Mapping[str, AttrValue]) -> str | None:
     """The GPU node `gpu:{host.name}/{gpu.id}` a span ran on, if it says."""
     gpu = attributes.get(GPU_ID)
     if gpu is None or gpu == "":
         return None
-    host = resource.get(HOST_NAME) or "unknown-host"
+    host = resource.get(HOST_NAME) or UNKNOWN_HOST
     return f"gpu:{host}/{gpu}"
 
 

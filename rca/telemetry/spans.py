@@ -60,8 +60,9 @@ CALLER_KINDS = frozenset({KIND_UNSPECIFIED, KIND_CLIENT, KIND_PRODUCER})
 
 @dataclass(frozen=True, slots=True)
 class SpanBatch:
-    """Columnar spans. Index columns (`service`, `operation`, `peer`, `resource`) point into
-    `strings`; `peer` and `resource` are -1 where the span names no such node."""
+    """Columnar spans. Index columns (`service`, `operation`, `peer`, `resource`, `instance`)
+    point into `strings`; `peer` and `resource` are -1 where the span names no such node,
+    `instance` where its resource names no instance of its service (`conventions.instance_of`)."""
 
     trace_id: npt.NDArray[np.uint64]  # (n, 2): high and low 64 bits
     span_id: npt.NDArray[np.uint64]
@@ -70,6 +71,7 @@ class SpanBatch:
     operation: npt.NDArray[np.int32]
     peer: npt.NDArray[np.int32]
     resource: npt.NDArray[np.int32]
+    instance: npt.NDArray[np.int32]
     kind: npt.NDArray[np.int8]
     start_ns: npt.NDArray[np.int64]
     end_ns: npt.NDArray[np.int64]
@@ -94,6 +96,7 @@ class SpanBatch:
             operation=np.zeros(0, np.int32),
             peer=np.zeros(0, np.int32),
             resource=np.zeros(0, np.int32),
+            instance=np.zeros(0, np.int32),
             kind=np.zeros(0, np.int8),
             start_ns=np.zeros(0, np.int64),
             end_ns=np.zeros(0, np.int64),
@@ -117,6 +120,7 @@ class SpanBatch:
             operation=self.operation[mask],
             peer=self.peer[mask],
             resource=self.resource[mask],
+            instance=self.instance[mask],
             kind=self.kind[mask],
             start_ns=self.start_ns[mask],
             end_ns=self.end_ns[mask],
