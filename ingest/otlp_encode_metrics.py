@@ -58,7 +58,7 @@ def _attributes(batch: MetricBatch, where: Where) -> tuple[dict[str, str], dict[
         return {"service.name": DCGM_EXPORTER}, point
     if placement == PLACED_HOST:
         return {"service.name": NODE_EXPORTER}, {"instance": name.removeprefix(HOST_PREFIX)}
-    return {"service.name": name}, {}
+    return {"service.name": name}, {"pod": batch.strings[pod]} if pod >= 0 else {}
 
 
 def _metric(scope: ScopeMetrics, name: str, kind: MetricKind) -> Metric:

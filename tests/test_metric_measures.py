@@ -20,12 +20,14 @@ POD = "vllm-engine-7d9f8b6c5d-x2x4z"
 
 
 def _means(graph: ServiceGraph, node: str, measure: str) -> np.ndarray:
-    """Per window, the mean observed value of `measure` on `node` (NaN where none)."""
+    """Per window, the mean observed value of `measure` on `node` (NaN where none), its one
+    instance's where a pod exported it."""
     series = window_series(graph, T0, T0, graph.newest_ns + 1)
-    key = (graph.names.node_ids[node] << 16) | graph.measures.measures.index(measure)
-    row = int(np.searchsorted(series.metrics.keys, key))
-    assert series.metrics.keys[row] == key
-    sums = series.metrics.sums[row]
+    keys = series.metrics.keys
+    mine = graph.names.signal_owners(keys >> 16) == graph.names.node_ids[node]
+    rows = np.flatnonzero(mine & ((keys & 0xFFFF) == graph.measures.measures.index(measure)))
+    assert rows.shape[0] == 1, f"{rows.shape[0]} rows of {measure} on {node}"
+    sums = series.metrics.sums[int(rows[0])]
     with np.errstate(invalid="ignore"):
         return np.asarray(sums[:, 1] / sums[:, 0])
 

@@ -357,3 +357,31 @@ def test_vllm_v0s_swapped_requests_point_to_the_kv_cache_and_its_inference_time_
     assert evidence.signal[row][kv] == "metric.requests_swapped:vllm:num_requests_swapped"
     assert evidence.signal[row][latency] == "metric.inference_time_s:vllm:request_inference_time_seconds"
     assert evidence.score[row, kv] > 10 and evidence.score[row, latency] > 10
+
+
+def _two_pods_kv(after: float, pods: tuple[str, ...]) -> ServiceGraph:
+    """vLLM's KV-cache usage of two pods of one engine Deployment: 0.4 on both, then `after` on
+    the first from the onset; `pods` names each point's pod (one name: a scraper that lost them)."""
+    rows = MetricRows()
+    rng = np.random.default_rng(4)
+    for k in range(1, POINTS + 1):
+        for replica in range(2):
+            usage = (after if k > ONSET and replica == 0 else 0.4) + 0.01 * rng.standard_normal()
+            labels = {"pod": pods[replica % len(pods)], "model_name": "llama", "engine": "0"}
+            rows.add("vllm:kv_cache_usage_perc", MetricKind.GAUGE, {}, labels, T0 + k * SCRAPE_S * S, 0, usage)
+    graph = ServiceGraph()
+    graph.add_metrics(rows.build().batch)
+    return graph
+
+
+def test_one_pods_kv_cache_reads_on_its_engine_as_strongly_as_alone() -> None:
+    """A Deployment's pods are one service: a fuller KV cache on one of them scores the engine as
+    that pod alone would, not averaged with its healthy twin's, and no pod becomes a node."""
+    kv = Fault.KV_CACHE_FRAGMENTATION
+    apart = _evidence(_two_pods_kv(0.9, (POD, OTHER_POD)))
+    assert not [n for n in apart.nodes if "@" in n] and "vllm-engine" in apart.nodes
+    alone = _score(_evidence(_engine_kv(ServiceGraph(), 0.9)), "vllm-engine", kv)
+    assert _score(apart, "vllm-engine", kv) >= 0.8 * alone
+    blended = _evidence(_two_pods_kv(0.9, (POD,)))  # one pod name for both: their readings averaged
+    observed = [e.observed[e.index("vllm-engine"), F[kv]] for e in (apart, blended)]
+    assert observed[0] > 0.85 and observed[1] < 0.7  # the pod's level, not the twins' mean

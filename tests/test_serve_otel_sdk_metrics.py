@@ -63,12 +63,14 @@ def _emit(to: Live, protocol: str) -> None:
 
 
 def _measure_means(graph: ServiceGraph) -> dict[tuple[str, str], float]:
-    """(node, measure) → mean of its observations over the retention."""
+    """(node, measure) → mean of its observations over the retention (a service's pods' together)."""
     keys, sums, _ = graph.aggregate(0, graph.newest_ns + 1).metrics.view()
-    out = {}
-    for key, row in zip(keys.tolist(), sums, strict=True):
-        out[graph.names.nodes[key >> 16], graph.measures.measures[key & 0xFFFF]] = float(row[1] / row[0])
-    return out
+    nodes = graph.names.signal_owners(keys >> 16).tolist()
+    totals: dict[tuple[str, str], list[float]] = {}
+    for node, measure, row in zip(nodes, (keys & 0xFFFF).tolist(), sums, strict=True):
+        total = totals.setdefault((graph.names.nodes[node], graph.measures.measures[measure]), [0.0, 0.0])
+        total[0], total[1] = total[0] + float(row[0]), total[1] + float(row[1])
+    return {where: total / count for where, (count, total) in totals.items()}
 
 
 def _samples(of: Live) -> dict[str, float]:

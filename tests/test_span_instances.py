@@ -1,4 +1,4 @@
-"""Each span's instance of its service (`service.instance.id`, else `k8s.pod.name`, else
+"""Each span's instance of its service (`k8s.pod.name`, else `service.instance.id`, else
 `host.name`): read alike by every span decoder, kept through the encoder and the OpenTelemetry
 SDK replay, and carried by the simulator's engine replicas, which may share service names."""
 
@@ -12,6 +12,7 @@ from concurrent import futures
 from functools import cache
 
 import grpc
+import numpy as np
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -25,6 +26,7 @@ from ingest.jaeger_json import decode_jaeger_json
 from ingest.otlp_encode import encode_batch
 from ingest.otlp_json import decode_otlp_json
 from ingest.otlp_proto import _scanned, decode_protobuf, decode_reference, parse_request
+from rca.telemetry.alerts import strip_pod_suffix
 from rca.telemetry.builder import SpanBatchBuilder
 from rca.telemetry.conventions import AttrValue
 from rca.telemetry.spans import KIND_SERVER, DecodeResult, SpanBatch
@@ -41,7 +43,7 @@ RESOURCES: tuple[tuple[Resource, str | None], ...] = (
     ({"k8s.pod.name": "vllm-engine-5c6b-x"}, "vllm-engine-5c6b-x"),
     ({"host.name": "gpu-node-3"}, "gpu-node-3"),
     ({}, None),
-    ({"service.instance.id": "i-1", "k8s.pod.name": "pod-1", "host.name": "host-1"}, "i-1"),
+    ({"service.instance.id": "i-1", "k8s.pod.name": "pod-1", "host.name": "host-1"}, "pod-1"),
     ({"k8s.pod.name": "pod-2", "host.name": "host-2"}, "pod-2"),
     ({"host.name": "host-3", "service.instance.id": "i-3"}, "i-3"),  # the key wins, not the order
 )
@@ -255,6 +257,16 @@ def test_shared_replica_names_differ_by_instance(style: str) -> None:
     assert (style == "real") == (llm == {ENGINE})  # vLLM's workers trace nothing
     assert all(found[service] == _hosts(case) for service in llm)  # every replica's host under one name
     assert all(found[service] == {None} for service in found.keys() - llm)
+
+
+def test_shared_replica_names_reach_the_pods_their_metrics_name() -> None:
+    """One Deployment's pods strip back to one workload: the second engine's pods and the GPUs'
+    exported pods name the first engine's, each pod its own."""
+    case = several_replicas("shared", "real")
+    pods = {batch.strings[p] for batch in case.metrics for p in np.unique(batch.pod[batch.pod >= 0]).tolist()}
+    engine_pods = {pod for pod in pods if strip_pod_suffix(pod).startswith("vllm-")}
+    assert {strip_pod_suffix(pod) for pod in engine_pods} == {ENGINE}
+    assert len(engine_pods) == len(_hosts(case))  # one pod per replica
 
 
 def test_distinct_replica_names_have_one_instance_each() -> None:

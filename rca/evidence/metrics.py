@@ -52,6 +52,8 @@ def metric_rows(x: LlmExtractor, table: MetricTable, measures: list[str]) -> dic
         if rule.healthy is not None and rule.faulty is not None:
             gate(rows, rule.healthy, rule.faulty)
         out[rule.fault] = merge_rows(out[rule.fault], rows) if rule.fault in out else rows
+    for rows in out.values():  # a service's pods' rows on the service: its score is its strongest pod's
+        rows.node = x.names.signal_owners(rows.node)
     return out
 
 

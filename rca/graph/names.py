@@ -125,25 +125,37 @@ def span_nodes(names: Names, batch: SpanBatch) -> tuple[npt.NDArray[np.int64], .
     return nodes, peers, resources
 
 
+def instance_nodes(
+    names: Names,
+    nodes: npt.NDArray[np.int64],
+    instances: npt.NDArray[np.int32],
+    strings: tuple[str, ...],
+    named: npt.NDArray[np.bool_],
+) -> npt.NDArray[np.int64]:
+    """Per row, its service's instance node where `named` (`instances` index `strings`), else
+    its node in `nodes`: what a row measured of one process stays apart from its replicas'."""
+    if not named.any():
+        return nodes
+    pairs, inverse = np.unique(np.stack([nodes[named], instances[named]]), axis=1, return_inverse=True)
+    ids = np.asarray([names.instance(n, strings[i]) for n, i in pairs.T.tolist()], np.int64)
+    out = nodes.copy()
+    out[named] = ids[inverse.reshape(-1)]
+    return out
+
+
 def span_signal_nodes(
     names: Names, batch: SpanBatch, nodes: npt.NDArray[np.int64], carries: npt.NDArray[np.bool_]
 ) -> npt.NDArray[np.int64]:
     """The node each span's own signals are kept on: its service's instance node where its
     resource names an instance (replicas under one service name stay apart), else `nodes`'
     (for every span where `carries` is false: it has no signal to keep)."""
-    named = carries & (batch.instance >= 0)
-    if not named.any():
-        return nodes
-    pairs, inverse = np.unique(np.stack([nodes[named], batch.instance[named]]), axis=1, return_inverse=True)
-    ids = np.asarray([names.instance(n, batch.strings[i]) for n, i in pairs.T.tolist()], np.int64)
-    out = nodes.copy()
-    out[named] = ids[inverse.reshape(-1)]
-    return out
+    return instance_nodes(names, nodes, batch.instance, batch.strings, carries & (batch.instance >= 0))
 
 
 def metric_nodes(names: Names, batch: MetricBatch, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The graph node of each of `rows`: services by name, GPUs and hosts as resource nodes
-    (a GPU owned by the pod its exporter names, else by whoever its spans named)."""
+    """The graph node of each of `rows`: services by name (the instance node of the pod a point
+    names, `instance_nodes`), GPUs and hosts as resource nodes (a GPU owned by the pod its
+    exporter names, else by whoever its spans named)."""
     strings = batch.strings
     shape = (len(strings), len(strings) + 1, int(batch.placement.max(initial=0)) + 1)  # owner -1 → 0
     code = np.ravel_multi_index((batch.node[rows], batch.owner[rows] + 1, batch.placement[rows]), shape)
@@ -162,8 +174,10 @@ def metric_nodes(names: Names, batch: MetricBatch, rows: npt.NDArray[np.int64]) 
             named = strings[owner] if placement == PLACED_GPU and owner >= 0 else None
             ids[k] = names.node(name, NodeKind.RESOURCE, named)
     result: npt.NDArray[np.int64] = ids[inverse.reshape(-1)]
-    named = (batch.pod[rows] >= 0) & (batch.placement[rows] == PLACED_GPU)
+    pod, placement = batch.pod[rows], batch.placement[rows]
+    named = (pod >= 0) & (placement == PLACED_GPU)
     if named.any():
-        pairs = np.unique(np.stack([result[named], batch.pod[rows][named]]), axis=1)
+        pairs = np.unique(np.stack([result[named], pod[named]]), axis=1)
         names.pods.update((node, strings[pod]) for node, pod in pairs.T.tolist())
-    return result
+    # a service's point from one of its pods: kept on that instance (a GPU's pod names its owner)
+    return instance_nodes(names, result, pod, strings, (pod >= 0) & (placement == PLACED_SERVICE))

@@ -65,9 +65,10 @@ SERVICE_NAME = "service.name"
 SERVICE_INSTANCE = "service.instance.id"
 K8S_POD = "k8s.pod.name"
 UNKNOWN_HOST = "unknown-host"  # the host of a GPU node whose resource names none (`resource_node`)
-# What tells one process of a service from another (replicas of one Deployment share the name),
-# most specific first.
-INSTANCE_KEYS = (SERVICE_INSTANCE, K8S_POD, HOST_NAME)
+# What tells one instance of a service from another (replicas of one Deployment share the name):
+# the pod first, as it outlives its container's restarts (the OpenTelemetry SDK draws a new
+# `service.instance.id` for every process, so a series keyed on it would start again each time).
+INSTANCE_KEYS = (K8S_POD, SERVICE_INSTANCE, HOST_NAME)
 NCCL_PREFIX = "nccl:"
 NCCL_P2P_OPS = frozenset({"nccl:Send", "nccl:Recv"})
 

@@ -49,8 +49,9 @@ class MetricKind(IntEnum):
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where a point belongs: its node, the service owning it (None: itself, or for a GPU
-    unknown, to be found from spans), whether the node is a GPU or a host, and for a GPU the pod
-    its exporter names (one engine instance: the replicas of a service run apart)."""
+    unknown, to be found from spans), whether the node is a GPU or a host, and the pod it names:
+    for a GPU its exporter's (one engine instance: the replicas of a service run apart), for a
+    service the instance it came from."""
 
     node: str
     owner: str | None = None
@@ -94,7 +95,7 @@ def place(metric: str, resource: Mapping[str, str], point: Mapping[str, str]) ->
     if metric.startswith(HOST_WIDE_PREFIX) and host:  # whichever pod runs the exporter
         return Placement(f"{HOST_PREFIX}{host}", host=True)
     if workload:
-        return Placement(workload)
+        return Placement(workload, pod=pod)
     service = _first(RESOURCE_SERVICE_KEYS, resource) or _first(LABEL_SERVICE_KEYS, point, resource)
     return Placement(service or UNKNOWN_SERVICE)
 
@@ -102,7 +103,7 @@ def place(metric: str, resource: Mapping[str, str], point: Mapping[str, str]) ->
 @dataclass(frozen=True, slots=True)
 class MetricBatch:
     """Columnar data points. `name`, `node`, `owner` and `pod` index `strings` (`owner` and `pod`
-    -1: none named; `pod` a GPU's, `Placement.pod`); `placement` is 0 for a service, 1 for a GPU,
+    -1: none named; `pod` `Placement.pod`); `placement` is 0 for a service, 1 for a GPU,
     2 for a host. Histogram rows have `count` and,
     where they came with buckets, `bucket_bounds`/`bucket_counts` entries (None elsewhere)."""
 
