@@ -1,5 +1,5 @@
 """The held-out evaluation in process: `python -m benchmarks.heldout [--profile default|shifted]
-[--style conventions|real] [--seeds 101,102,103] [--scenarios PREFIX] [--params FILE]
+[--style conventions|real] [--seeds 101,102,103 | 101-120] [--scenarios PREFIX] [--params FILE]
 [--llm-score-scale F] [--replica-names distinct|shared] [--several-replicas] [--json FILE]`.
 
 Each simulated scenario of the benchmark (`SIM_SCENARIOS`; with `--style real` the `real` suite's,
@@ -179,11 +179,20 @@ def report(scored: Sequence[Scored], title: str) -> str:
 
 
 def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        seeds = tuple(int(s) for s in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds must be integers separated by commas, not {text!r}") from None
-    return seeds
+    """`101,102,103` or `101-120` (inclusive), or both mixed: `101-103,110`."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        first, dash, last = part.partition("-")
+        try:
+            span = range(int(first), int(last if dash else first) + 1)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"seeds are integers or ranges a-b, comma-separated: not {text!r}"
+            ) from None
+        if not span:
+            raise argparse.ArgumentTypeError(f"seed range {part!r} is empty")
+        seeds += span
+    return tuple(seeds)
 
 
 def _scale(text: str) -> float:
@@ -200,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.heldout", description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", choices=tuple(PROFILES), default="default", help="the simulator's profile")
     parser.add_argument("--style", choices=STYLES, default=STYLES[0], help="what the telemetry looks like")
-    parser.add_argument("--seeds", type=_seeds, default=HELD_OUT_SEEDS, help="comma-separated (default 101,102,103)")
+    parser.add_argument(
+        "--seeds", type=_seeds, default=HELD_OUT_SEEDS, help="comma-separated, ranges a-b (default 101,102,103)"
+    )
     parser.add_argument("--scenarios", default="", metavar="PREFIX", help="only the scenarios named so")
     parser.add_argument("--params", type=Path, help="health parameters (default: the shipped)")
     parser.add_argument(

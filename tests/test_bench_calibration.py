@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from benchmarks.accuracy import _Scores, _table
-from benchmarks.heldout import llm_scores_scaled, main, score_case
+from benchmarks.heldout import _seeds, llm_scores_scaled, main, score_case
 from benchmarks.plot import ReliabilityBin, plot_report, reliability_bins
 from models.health import LLM_FAULTS, load_params
 from models.ranker import BayesianRanker
@@ -156,8 +156,12 @@ def test_heldout_refuses_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFix
     bad.write_text("{}")
     assert main(["--scenarios", "boutique-errors", "--params", str(bad)]) == 2
     assert "not a health-parameters file" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["--seeds", "1,x"])
+    for seeds in ("1,x", "101-", "3-1"):
+        with pytest.raises(SystemExit):
+            main(["--seeds", seeds])
+    assert _seeds("101-103,110") == (101, 102, 103, 110)
+    assert main(["--scenarios", "boutique-errors", "--seeds", "101", "--several-replicas"]) == 2
+    assert "no case left to score" in capsys.readouterr().err
     for scale in ("0", "1.5", "x"):
         with pytest.raises(SystemExit):
             main(["--llm-score-scale", scale])

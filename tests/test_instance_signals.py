@@ -10,6 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from benchmarks.heldout import score_case
+from models.ranker import BayesianRanker
 from rca.evidence.nodes import NodeEvidence
 from rca.graph.service_graph import ServiceGraph
 from rca.graph.view import Window, graph_between
@@ -114,3 +116,12 @@ def test_the_graph_view_sums_a_services_instances_into_its_node() -> None:
     both = rank_0 & (batch.start_ns < END_NS)
     assert (text[batch.instance[both]] == HOST_B).any()  # both pods' collectives are among them
     assert view.nodes["vllm-worker-0"]["signals"]["nccl_latency"]["count"] == both.sum()
+
+
+@pytest.mark.parametrize(("scenario", "seed"), [("llm-nccl_communication-peers", 101), ("llm-nccl_communication", 107)])
+def test_a_simulated_ranks_nccl_fault_under_shared_replica_names_is_named(scenario: str, seed: int) -> None:
+    """Two replicas under one set of names (`simulate(replica_names="shared")`): their blend had put
+    another rank first in both cases; kept apart the faulty rank comes first, with its class."""
+    scored = score_case(BayesianRanker(), scenario, seed, replica_names="shared")
+    assert scored.replicas == 2 and scored.case.endswith("+shared")
+    assert scored.place == 1 and scored.top_fault == Fault.NCCL_COMMUNICATION

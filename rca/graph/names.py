@@ -136,10 +136,11 @@ def instance_nodes(
     its node in `nodes`: what a row measured of one process stays apart from its replicas'."""
     if not named.any():
         return nodes
-    pairs, inverse = np.unique(np.stack([nodes[named], instances[named]]), axis=1, return_inverse=True)
-    ids = np.asarray([names.instance(n, strings[i]) for n, i in pairs.T.tolist()], np.int64)
+    width = len(strings)
+    codes, inverse = np.unique(nodes[named] * width + instances[named], return_inverse=True)  # one pass, 1-D
+    ids = np.asarray([names.instance(c // width, strings[c % width]) for c in codes.tolist()], np.int64)
     out = nodes.copy()
-    out[named] = ids[inverse.reshape(-1)]
+    out[named] = ids[inverse]
     return out
 
 
