@@ -65,11 +65,12 @@ class Names:
     def signal_owners(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Each node id as evidence reports it: an instance node as its service, any other id
         (network nodes' ids past the graph's nodes too) as itself."""
-        owners = np.asarray(self.owners, np.int64)
-        inside = nodes < owners.shape[0]
-        instance = np.zeros(nodes.shape[0], np.bool_)
-        instance[inside] = self.of_kind(NodeKind.INSTANCE)[nodes[inside]]
-        mapped: npt.NDArray[np.int64] = np.where(instance, owners[np.where(instance, nodes, 0)], nodes)
+        if not self._instances:
+            return nodes
+        ids = np.fromiter(self._instances.values(), np.int64, len(self._instances))  # ascending: made in order
+        owners = np.fromiter((self.owners[i] for i in ids.tolist()), np.int64, ids.shape[0])
+        at = np.minimum(np.searchsorted(ids, nodes), ids.shape[0] - 1)
+        mapped: npt.NDArray[np.int64] = np.where(ids[at] == nodes, owners[at], nodes)
         return mapped
 
     def of_kind(self, kind: NodeKind) -> npt.NDArray[np.bool_]:
