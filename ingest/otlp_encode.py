@@ -1,10 +1,11 @@
 """Span and log records → OTLP protobuf: the inverse of `ingest.otlp_proto` and
 `ingest.otlp_logs`, for replaying batches (datasets, benchmarks) through the real ingest path.
 
-A span's instance goes back as its resource's `service.instance.id` (which the decoders read
-first), so replicas under one service name stay apart. A GPU node's host goes back as `host.name`,
-except the placeholder a decoder gives a GPU node whose resource names no host: written, it would
-come back as an instance the span did not have. So a batch a decoder made comes back the same.
+A span's instance goes back as its resource's `service.instance.id` (no pod name is written, so
+the decoders read it back as the instance), so replicas under one service name stay apart. A GPU
+node's host goes back as `host.name`, except the placeholder a decoder gives a GPU node whose
+resource names no host: written, it would come back as an instance the span did not have. So a
+batch a decoder made comes back the same.
 
 Signals go back to the attributes they are read from. The derived ones come back as what
 derives them: a span's urgency mark (which splits its queue time into urgent and ordinary) as

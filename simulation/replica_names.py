@@ -49,8 +49,3 @@ def _renamed(text: str, names: Mapping[str, str]) -> str:
         return names[text]
     workload = strip_pod_suffix(text)
     return names[workload] + text[len(workload) :] if workload in names else text
-
-
-def renamed_node(node: str, names: Mapping[str, str]) -> str:
-    """A root's node as the renamed telemetry names it (resource nodes keep their names)."""
-    return names.get(node, node)

@@ -22,7 +22,7 @@ from simulation.logs import log_chunks, write_logs
 from simulation.mesh import mesh
 from simulation.profiles import PROFILES, Profile, profile_named
 from simulation.real_style import STYLES, metric_chunks, real_physics, real_root, real_telemetry
-from simulation.replica_names import REPLICA_NAMES, renamed, renamed_node, shared_names
+from simulation.replica_names import REPLICA_NAMES, renamed, shared_names
 from simulation.topologies import LlmLayout, boutique, llm
 from simulation.topology import CompiledTopology
 from simulation.traffic import Hiccups, Traffic
@@ -169,7 +169,7 @@ def simulate(
     names = shared_names(ct.topology.engines) if replica_names == "shared" else {}
     batch, logs = renamed(batch, names), renamed(logs, names)
     metrics = tuple(renamed(m, names) for m in metrics)
-    roots = tuple((renamed_node(node, names), names.get(service, service)) for node, service in roots)
+    roots = tuple((names.get(node, node), names.get(service, service)) for node, service in roots)  # GPUs keep theirs
     truth = Truth(
         scenario=scenario,
         seed=seed,

@@ -22,8 +22,8 @@ class NodeKind(StrEnum):
     SERVICE = "service"
     VIRTUAL = "virtual"
     RESOURCE = "resource"
-    # One process of a service (`span_signal_nodes`): holds only its LLM-serving span signals,
-    # which evidence reads per instance and reports on the owning service.
+    # One instance of a service (`instance_nodes`): holds only its own span signals and the data
+    # points its pod exported, which evidence reads per instance and reports on the service.
     INSTANCE = "instance"
 
 
@@ -146,12 +146,16 @@ def instance_nodes(
 
 
 def span_signal_nodes(
-    names: Names, batch: SpanBatch, nodes: npt.NDArray[np.int64], carries: npt.NDArray[np.bool_]
+    names: Names, batch: SpanBatch, nodes: npt.NDArray[np.int64], resources: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
     """The node each span's own signals are kept on: its service's instance node where its
     resource names an instance (replicas under one service name stay apart), else `nodes`'
-    (for every span where `carries` is false: it has no signal to keep)."""
-    return instance_nodes(names, nodes, batch.instance, batch.strings, carries & (batch.instance >= 0))
+    (so too for a span with no signal to keep: no GPU among its `resources`, no signal value;
+    a collective carries its latency)."""
+    named = batch.instance >= 0
+    if named.any():
+        named &= (resources >= 0) | ~np.isnan(batch.signals).all(axis=1)
+    return instance_nodes(names, nodes, batch.instance, batch.strings, named)
 
 
 def metric_nodes(names: Names, batch: MetricBatch, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -142,8 +142,7 @@ class ServiceGraph:
             batch, window = batch.select(keep), window[keep]
         self._spans += len(batch)
         nodes, peers, resources = span_nodes(self.names, batch)
-        carries = (resources >= 0) | ~np.isnan(batch.signals).all(axis=1)  # collectives carry their latency
-        signal_nodes = span_signal_nodes(self.names, batch, nodes, carries)
+        signal_nodes = span_signal_nodes(self.names, batch, nodes, resources)
         named = np.concatenate([nodes, peers, resources])
         self.span_nodes.update(np.flatnonzero(np.bincount(named[named >= 0])).tolist())
         ops = self._op_ids(batch)
