@@ -424,16 +424,18 @@ def test_engines_time_whole_requests_and_are_their_gpus_engine_ancestors(style: 
     assert structure.relation[r, gateway] == Relation.ANCESTOR
 
 
-def test_requests_still_running_at_the_cut_do_not_raise_a_gpus_time_per_token() -> None:
+@pytest.mark.parametrize("empty_windows", [0, 2])
+def test_requests_still_running_at_the_cut_do_not_raise_a_gpus_time_per_token(empty_windows: int) -> None:
     """A request's tokens arrive with its span when it ends, its GPU work with forward spans that
     end before it: in the newest windows the GPUs' time per token served would rise with the
     requests still in flight. A drawn case (long requests, no GPU fault) replayed up to a minute
     past its first alert, as the benchmark sends it: every GPU per-token row stays quiet
-    (up to 14 standard errors before those windows were left out)."""
+    (up to 14 standard errors before those windows were left out), also where the incident's
+    window runs on past the newest span (`empty_windows` more, which hold nothing yet)."""
     case = simulate("llm-nccl_communication", seed=101, profile="shifted", start_ns=1_767_225_600 * 10**9)
     graph, alert_ns = replayed(case)
-    start = alert_ns - 300 * 10**9
-    x = SpanExtractor(graph, window_series(graph, start, start, graph.newest_ns + 1), MIN_BASELINE_WINDOWS)
+    start, end = alert_ns - 300 * 10**9, graph.newest_ns + 1 + empty_windows * graph.window_ns
+    x = SpanExtractor(graph, window_series(graph, start, start, end), MIN_BASELINE_WINDOWS)
     rows = x.rows(llm_rows(x).latency, 1, 0.05, log_values=True)
     labels = rows.label_rows(np.arange(rows.node.shape[0]))
     per_token = [s for text, s in zip(labels, rows.score, strict=True) if text == "gpu_time_per_output_token_s"]

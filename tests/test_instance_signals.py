@@ -22,12 +22,16 @@ from tests.test_evidence_llm import (
     END_NS,
     HOST,
     LATE,
+    NOISE,
+    ONSET,
     RANKS,
     STRAGGLER,
     T0,
+    WINDOW_S,
     Change,
     evidence_of,
     label,
+    row_scores,
     score,
     serving,
 )
@@ -52,6 +56,14 @@ def _second_replica(batch: SpanBatch) -> SpanBatch:
 def two_replicas(faulty: Change) -> SpanBatch:
     """The fault on the first replica; the second, healthy, under the same service names."""
     return concat([serving(faulty, seed=0), _second_replica(serving(Change(), seed=1))])
+
+
+def out_of_rotation(batch: SpanBatch) -> SpanBatch:
+    """`batch` without the requests that begin from window ONSET on: they go to the other replica."""
+    traces, trace = np.unique(batch.trace_id, axis=0, return_inverse=True)
+    began = np.full(traces.shape[0], np.iinfo(np.int64).max)
+    np.minimum.at(began, trace.reshape(-1), batch.start_ns)
+    return batch.select(began[trace.reshape(-1)] < T0 + ONSET * WINDOW_S * 10**9)
 
 
 def blended(batch: SpanBatch) -> SpanBatch:
@@ -88,6 +100,7 @@ def test_replicas_under_one_name_report_as_one_node_per_service_in_one_communica
     assert len({int(shared.communicator[i]) for i in ranks}) == 1 and shared.communicator[ranks[0]] >= 0
     gpus = {n for n in shared.nodes if n.startswith("gpu:")}
     assert gpus == {f"gpu:{host}/{k}" for host in (HOST, HOST_B) for k in range(RANKS)}  # GPUs stay the pods'
+    assert all(shared.lockstep[shared.index(gpu)] < 0 for gpu in gpus)  # a rank's two pods' GPUs: no engine's group
 
 
 def test_a_straggler_on_one_replica_makes_its_own_peers_wait_at_full_strength() -> None:
@@ -103,6 +116,23 @@ def test_priority_inversion_on_one_replicas_engine_is_not_blended_away() -> None
     inversion = Fault.SCHEDULER_PRIORITY_INVERSION
     shared = score(evidence_of(batch), "vllm-engine", inversion)
     assert shared > 10 and shared > score(evidence_of(blended(batch)), "vllm-engine", inversion)
+
+
+def test_a_gpu_serves_the_tokens_of_its_own_replica() -> None:
+    """The second replica leaves the rotation at ONSET, so the service's output tokens halve while
+    the first replica's GPUs work as before: per token of their own pod's engine they stay
+    quiet; per token of the service they would read twice as slow."""
+    batch = concat([serving(Change(), seed=0), _second_replica(out_of_rotation(serving(Change(), seed=1)))])
+    graph = ServiceGraph(retention_seconds=3600.0)
+    graph.add(batch)
+    names = graph.names
+    assert {names.nodes[g]: pod for g, pod in names.pods.items()} == {
+        f"gpu:{host}/{k}": host for host in (HOST, HOST_B) for k in range(RANKS)
+    }  # each GPU's instance is its spans'
+    per_token = "gpu_time_per_output_token_s"
+    kept, without = row_scores(batch), row_scores(blended(batch))
+    assert max(kept[per_token, f"gpu:{HOST}/{k}"] for k in range(RANKS)) < NOISE
+    assert min(without[per_token, f"gpu:{HOST}/{k}"] for k in range(RANKS)) > 10
 
 
 def test_the_graph_view_sums_a_services_instances_into_its_node() -> None:

@@ -11,8 +11,8 @@ Lockstep: a compute span's self time excludes the time its sibling collectives o
 (`OpSum.WAIT`, from `rca.graph.lockstep`) and `nccl:` operations are no latency rows, so a straggler
 rank shows compute up and collective wait flat, and its peers the reverse. Timings are per token
 where tokens are known, as ratios of window sums: the engine's by its own requests' tokens, a
-GPU's by the output tokens of the engines calling its rank, so load and request mix do not read
-as faults. Every row is a change point against the node's own baseline; only the thresholds
+GPU's by the output tokens of the engines calling its rank (of the replica in its own pod, where
+one is known), so load and request mix do not read as faults. Every row is a change point against the node's own baseline; only the thresholds
 docs/interface.md states gate a row.
 """
 
@@ -209,10 +209,12 @@ def _engine_parts(table: Table) -> list[Part]:
 
 def _served_tokens(x: LlmExtractor, nodes: Index) -> Array:
     """Output tokens per window that each of `nodes` (GPU nodes) served: those of the requests
-    of the engines calling its rank (the node's owning service), or of the rank itself. Decode
-    steps, one per output token, are most of a GPU's time and memory traffic."""
+    of the engines calling its rank (the node's owning service), or of the rank itself; of the
+    engine replica in the GPU's own pod where one counted tokens (`_pod_tokens`). Decode steps,
+    one per output token, are most of a GPU's time and memory traffic."""
     table = x.series.signals
-    sources, sums = _by_service(x, *_by_signal(table, Signal.OUTPUT_TOKENS))
+    token_nodes, tokens = _by_signal(table, Signal.OUTPUT_TOKENS)
+    sources, sums = _by_service(x, token_nodes, tokens)
     if sources.shape[0] == 0 or nodes.shape[0] == 0:
         return np.zeros((nodes.shape[0], table.sums.shape[1]))
     keys = x.series.edges.keys
@@ -222,8 +224,31 @@ def _served_tokens(x: LlmExtractor, nodes: Index) -> Array:
     owner = np.asarray(x.names.owners, np.int64)[nodes]
     serves = (owner[:, None] == low(pairs)[None, :]).astype(np.float64)
     served: Array = serves @ sums[np.searchsorted(sources, high(pairs)), :, SignalSum.SUM]
-    served[:, served.shape[1] - _running_windows(x) :] = 0.0  # no observation: see `_running_windows`
+    in_pod, pod_served = _pod_tokens(x.names, nodes, token_nodes, tokens[:, :, SignalSum.SUM])
+    served[in_pod] = pod_served[in_pod]
+    served[:, _running_from(x) :] = 0.0  # no observation: see `_running_from`
     return served
+
+
+def _pod_tokens(names: Names, nodes: Index, token_nodes: Index, tokens: Array) -> tuple[npt.NDArray[np.bool_], Array]:
+    """Per GPU of `nodes`, whether an instance in its pod (`Names.pods`) counted output tokens,
+    and their sum per window: an engine replica's GPUs serve its requests only, where replicas
+    share the service's name (one Deployment's pods) and so its token sums."""
+    by_pod: dict[str, list[int]] = {}
+    for row, node in enumerate(token_nodes.tolist()):
+        instance = names.instance_names.get(node)
+        if instance is not None:
+            by_pod.setdefault(instance, []).append(row)
+    served = np.zeros((nodes.shape[0], tokens.shape[1]))
+    in_pod = np.zeros(nodes.shape[0], np.bool_)
+    if not by_pod:
+        return in_pod, served
+    for k, node in enumerate(nodes.tolist()):
+        rows = by_pod.get(names.pods.get(node, ""))
+        if rows:
+            in_pod[k] = True
+            served[k] = tokens[rows].sum(axis=0)
+    return in_pod, served
 
 
 def _by_service(x: LlmExtractor, nodes: Index, sums: Array) -> tuple[Index, Array]:
@@ -232,16 +257,20 @@ def _by_service(x: LlmExtractor, nodes: Index, sums: Array) -> tuple[Index, Arra
     return services, sum_rows(group.reshape(-1), sums, services.shape[0])
 
 
-def _running_windows(x: LlmExtractor) -> int:
-    """The newest windows whose requests may still be running: twice the engines' longest mean
-    request (e2e) time. A request's tokens arrive with its span when it ends, its GPU work with
-    forward spans that end before it, so in those windows the GPU's time per token served would
-    rise with the requests still in flight, fault or none."""
+def _running_from(x: LlmExtractor) -> int:
+    """The first of the newest windows whose requests may still be running: the newest window
+    any span ended in (later ones hold nothing yet; it is cut short itself) and those within
+    twice the engines' longest mean request (e2e) time before it. A request's tokens arrive with
+    its span when it ends, its GPU work with forward spans that end before it, so in those
+    windows the GPU's time per token served would rise with the requests still in flight, fault
+    or none."""
     nodes, s = _by_signal(x.series.signals, Signal.E2E_LATENCY)
     if nodes.shape[0] == 0:
-        return 0
+        return x.series.windows
     mean_s = s[:, :, SignalSum.SUM].sum(axis=1) / np.maximum(s[:, :, SignalSum.COUNT].sum(axis=1), 1.0)
-    return min(int(np.ceil(2.0 * float(mean_s.max()) * 1e9 / x.series.window_ns)), x.series.windows)
+    ended = np.flatnonzero(x.series.ops.sums[:, :, OpSum.CALLS].sum(axis=0))
+    newest = int(ended[-1]) if ended.shape[0] else 0
+    return max(newest - int(np.ceil(2.0 * float(mean_s.max()) * 1e9 / x.series.window_ns)), 0)
 
 
 def _gpu_compute(x: LlmExtractor) -> tuple[Index, Array, Array]:
@@ -386,8 +415,8 @@ def request_timers(x: LlmExtractor, present: Index) -> npt.NDArray[np.bool_]:
 
 def engine_gpus(names: Names, present: Index) -> Index:
     """Per node of `present` (graph node ids, ascending), its group of the GPUs one engine runs
-    one model on in lockstep, as its metrics name them: the GPUs of one pod of a service (its
-    replicas run apart), or of the service where no pod is named; numbered from 0. -1 for other
+    one model on in lockstep: the GPUs of one pod of a service (`Names.pods`: its replicas run
+    apart), or of the service where no pod is named; numbered from 0. -1 for other
     nodes and for a group's only GPU (as each rank's GPU in traced workers is: those ranks'
     collectives say more, `communicators`)."""
     out = np.full(present.shape[0], -1, np.int64)

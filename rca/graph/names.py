@@ -35,12 +35,15 @@ class Names:
         self.nodes: list[str] = []
         self.kinds: list[NodeKind] = []
         self.owners: list[int] = []  # node id of the service that owns each node
-        self.pods: dict[int, str] = {}  # GPU node id → the pod its exporter last named (`Placement.pod`)
+        # GPU node id → the pod its exporter last named (`Placement.pod`), else the instance of the
+        # spans that last named it: the engine replica it serves
+        self.pods: dict[int, str] = {}
         self.op_ids: dict[str, int] = {}
         self.ops: list[str] = []
         self.nccl_ops: list[int] = []  # operations named `nccl:{op}` (docs/interface.md)
         self._nodeops = IntIndex()
         self._instances: dict[tuple[int, str], int] = {}  # (service node, instance) → instance node
+        self.instance_names: dict[int, str] = {}  # instance node → its instance
 
     def node(self, name: str, kind: NodeKind, owner: str | None = None) -> int:
         index = self.node_ids.get(name)
@@ -60,6 +63,7 @@ class Names:
         if index is None:
             index = self._instances[node, instance] = self.node(f"{self.nodes[node]}@{instance}", NodeKind.INSTANCE)
             self.owners[index] = node
+            self.instance_names[index] = instance
         return index
 
     def signal_owners(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -114,16 +118,21 @@ def map_strings(
 
 
 def span_nodes(names: Names, batch: SpanBatch) -> tuple[npt.NDArray[np.int64], ...]:
-    """Each span's node, peer (virtual) node and resource (GPU) node, -1 where none."""
+    """Each span's node, peer (virtual) node and resource (GPU) node, -1 where none. A GPU's
+    instance (`Names.pods`) is that of the spans naming it."""
     strings = batch.strings
     nodes = map_strings(batch.service, strings, lambda name: names.node(name, NodeKind.SERVICE))
     peers = map_strings(batch.peer, strings, lambda name: names.node(name, NodeKind.VIRTUAL))
-    resources = np.full(len(batch), -1, np.int64)
-    if (batch.resource >= 0).any():
-        pairs = {(int(r), int(s)) for r, s in zip(batch.resource, batch.service, strict=True) if r >= 0}
-        lookup = {r: names.node(strings[r], NodeKind.RESOURCE, strings[s]) for r, s in pairs}
-        resources = np.asarray([lookup.get(int(r), -1) for r in batch.resource], np.int64)
-    return nodes, peers, resources
+    named = batch.resource >= 0
+    if not named.any():
+        return nodes, peers, np.full(len(batch), -1, np.int64)
+    table = np.full(len(strings) + 1, -1, np.int64)  # per resource string; the last answers -1
+    triples = np.unique(np.stack([batch.resource[named], batch.service[named], batch.instance[named]]), axis=1)
+    for resource, service, instance in triples.T.tolist():
+        node = table[resource] = names.node(strings[resource], NodeKind.RESOURCE, strings[service])
+        if instance >= 0:
+            names.pods[node] = strings[instance]
+    return nodes, peers, table[batch.resource]
 
 
 def instance_nodes(
