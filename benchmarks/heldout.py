@@ -36,7 +36,7 @@ from models.health import LLM_FAULTS, HealthParams, load_params, params_version
 from models.params_file import read_params
 from models.ranker import BayesianRanker
 from models.training import simulated_case
-from rca.evidence.nodes import F, NodeEvidence
+from rca.evidence.nodes import WAIT, F, NodeEvidence
 from rca.telemetry.faults import Fault
 from simulation.profiles import PROFILES
 from simulation.real_style import STYLES
@@ -68,11 +68,11 @@ class Scored:
 
 
 def llm_scores_scaled(evidence: NodeEvidence, scale: float) -> NodeEvidence:
-    """`evidence` with every node's LLM-serving class scores multiplied by `scale`."""
+    """`evidence` with every node's LLM-serving class scores (and collective waits) multiplied by `scale`."""
     if scale == 1.0:
         return evidence
     score = evidence.score.copy()
-    score[:, [F[fault] for fault in LLM_FAULTS]] *= scale
+    score[:, [*(F[fault] for fault in LLM_FAULTS), WAIT]] *= scale
     return dataclasses.replace(evidence, score=score)
 
 

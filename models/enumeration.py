@@ -56,8 +56,9 @@ def single_root_model(
     """score, mask: (N, F); candidates: (R,) node rows; relation: (R, R) `Relation` codes between
     candidates. Only candidates are observed: every other node is healthy under every cause."""
     score, mask = score[candidates], mask[candidates]
-    n_nodes, n_faults = score.shape
-    prior = log_prior(mask, params, torch).reshape(-1)
+    n_nodes, n_signals = score.shape
+    prior = log_prior(mask, params, torch)  # (N, C): the classes; the scores have `WAIT` too
+    n_faults, prior = prior.shape[1], prior.reshape(-1)
     cause = pyro.sample("cause", dist.Categorical(logits=prior), infer={"enumerate": "parallel"})
     k = cause.reshape(-1, 1, 1)
     root, fault = k // n_faults, k % n_faults  # (K, 1, 1): a candidate position and a class
@@ -67,7 +68,7 @@ def single_root_model(
     weight = torch.where(node == root, activation, params.array("relation_weight", torch)[relation_of])  # (K, N, F)
     weight = _unless_stalled(weight, relation_of, _stall("stall", fault, params))  # (2, K, N, F)
     loc = torch.where(node == root, params.array("fault_loc", torch), params.array("relation_loc", torch)[relation_of])
-    with pyro.plate("nodes", n_nodes, dim=-2), pyro.plate("signals", n_faults, dim=-1):
+    with pyro.plate("nodes", n_nodes, dim=-2), pyro.plate("signals", n_signals, dim=-1):
         healthy = log_healthy(score, params, torch)
         read = torch.where(node == root, root_scores(score, params, torch), score)  # a root's own: capped
         density = healthy + log_mixture_ratio(read, weight, params, loc, torch) / params.temperature
@@ -91,7 +92,7 @@ def enumerated_posterior(
     elbo = TraceEnum_ELBO(max_plate_nesting=2)
     marginals = elbo.compute_marginals(single_root_model, single_root_guide, score, mask, candidates, relation, params)
     probs: torch.Tensor = marginals["cause"].probs
-    return probs.reshape(candidates.shape[0], score.shape[1])
+    return probs.reshape(candidates.shape[0], len(params.class_rate))
 
 
 def two_root_model(
@@ -108,8 +109,9 @@ def two_root_model(
     over every entry. A pair's prior is the product of its roots' single-root priors; a pair within
     one group is one root (no two-root term); a pair whose first root lies outside S stands for
     both its orders. Each root stalls its own lockstep group or not (two roots share none)."""
-    n_candidates, n_faults = score.shape
-    prior = log_prior(mask, params, torch).to(score.dtype)  # (R, F)
+    n_candidates, n_signals = score.shape
+    prior = log_prior(mask, params, torch).to(score.dtype)  # (R, C)
+    n_faults = prior.shape[1]
     chosen = prior[roots, classes]
     first = pyro.sample("first", dist.Categorical(logits=prior.reshape(-1)), infer={"enumerate": "parallel"})
     second = pyro.sample("second", dist.Categorical(logits=chosen), infer={"enumerate": "parallel"})
@@ -127,7 +129,7 @@ def two_root_model(
     stall_2 = _stall("stall_2", class_2[..., None, None], params)
     weight_1 = _unless_stalled(one[0], relation[root_1], stall_1)
     weight_2 = _unless_stalled(two[0], relation[root_2], stall_2)
-    with pyro.plate("nodes", n_candidates, dim=-2), pyro.plate("signals", n_faults, dim=-1):
+    with pyro.plate("nodes", n_candidates, dim=-2), pyro.plate("signals", n_signals, dim=-1):
         ratio = log_pair_ratio((weight_1, weight_2), (lr_1, lr_2), torch)
         density = log_healthy(score, params, torch) + ratio / params.temperature
         pyro.factor("evidence", torch.where(mask, density, torch.zeros(())))

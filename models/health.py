@@ -1,6 +1,8 @@
 """The node health model's parameters and observation densities, shared by every inference.
 
-Each node has one anomaly score per fault class (`rca.evidence.nodes`). A healthy node's score is
+Each node has one anomaly score per fault class, and one for its wait in collectives
+(`rca.evidence.nodes.WAIT`: no class's own signal, what a rank shows when a lockstep peer is
+slow, so the root of a stalled communicator is the rank that does not wait). A healthy node's score is
 half-normal with a heavy exponential tail (noisy services exist); a faulty signal's score is
 log-normal. Scores are clipped at `MAX_SCORE` (`rca.evidence.nodes`), so a score there is censored:
 it says only that the statistic reached it, and weighs as both densities' mass beyond it. (Read
@@ -34,7 +36,7 @@ import numpy.typing as npt
 from scipy import special
 
 from models.structure import Relation
-from rca.evidence.nodes import N_FAULTS, F
+from rca.evidence.nodes import N_COLUMNS, N_FAULTS, WAIT, F
 from rca.evidence.rows import MAX_SCORE
 from rca.telemetry.faults import Fault
 
@@ -50,8 +52,8 @@ LLM_FAULTS = (
 
 
 def _default_activation() -> list[list[float]]:
-    """How often a root of class c (row) shows signal f (column)."""
-    a = [[0.02] * N_FAULTS for _ in range(N_FAULTS)]
+    """How often a root of class c (row) shows signal f (column: a class's, then `WAIT`)."""
+    a = [[0.02] * N_COLUMNS for _ in range(N_FAULTS)]
     for c in range(N_FAULTS):
         a[c][c] = 0.9
     for fault in LLM_FAULTS:  # GPU, scheduler, NCCL and NUMA trouble slows the node too
@@ -59,6 +61,7 @@ def _default_activation() -> list[list[float]]:
     a[F[Fault.ERRORS]][F[Fault.CALL_STRUCTURE]] = 0.3
     a[F[Fault.CALL_STRUCTURE]][F[Fault.LATENCY]] = 0.2
     a[F[Fault.CALL_STRUCTURE]][F[Fault.ERRORS]] = 0.2
+    a[F[Fault.NCCL_COMMUNICATION]][WAIT] = 0.3  # a slow ring slows its own rank's collectives too
     return a
 
 
@@ -67,14 +70,14 @@ def _default_relations() -> list[list[float]]:
     measured callee, sibling, callee's network, communicator rank, engine GPU, engine) shows signal f
     because of the root's fault."""
     none, ancestor, measured, peer, network, collective, lockstep, engine = (
-        [0.0] * N_FAULTS,
-        *([0.01] * N_FAULTS for _ in range(7)),
+        [0.0] * N_COLUMNS,
+        *([0.01] * N_COLUMNS for _ in range(7)),
     )
     ancestor[F[Fault.LATENCY]], ancestor[F[Fault.ERRORS]], ancestor[F[Fault.CALL_STRUCTURE]] = 0.1, 0.5, 0.3
     measured[F[Fault.LATENCY]], measured[F[Fault.ERRORS]] = 0.3, 0.9
     peer[F[Fault.LATENCY]] = 0.05  # a sibling replica takes the load its faulty twin sheds
     network[F[Fault.LATENCY]] = 0.3  # a starved caller is slow in all its client calls
-    collective[F[Fault.NCCL_COMMUNICATION]] = 0.8  # lockstep: every rank waits for the slowest
+    collective[WAIT] = 0.8  # lockstep: every rank waits for the slowest
     lockstep[F[Fault.NCCL_COMMUNICATION]] = 0.5  # an engine's GPUs idle, their links slow, with the slowest
     engine[F[Fault.LATENCY]] = 0.5  # an engine's request timings include its GPUs' and workers' time
     return [none, ancestor, measured, peer, network, collective, lockstep, engine]
@@ -84,11 +87,12 @@ def _default_relations() -> list[list[float]]:
 class HealthParams:
     """Everything the posterior needs besides the evidence; `fit` re-estimates them."""
 
-    healthy_scale: tuple[float, ...] = (1.5,) * N_FAULTS
-    tail_weight: tuple[float, ...] = (0.03,) * N_FAULTS
-    tail_mean: tuple[float, ...] = (6.0,) * N_FAULTS
-    fault_loc: tuple[float, ...] = (math.log(10.0),) * N_FAULTS
-    fault_scale: tuple[float, ...] = (0.8,) * N_FAULTS
+    # Per evidence column (`rca.evidence.nodes.N_COLUMNS`: a class's, then `WAIT`)
+    healthy_scale: tuple[float, ...] = (1.5,) * N_COLUMNS
+    tail_weight: tuple[float, ...] = (0.03,) * N_COLUMNS
+    tail_mean: tuple[float, ...] = (6.0,) * N_COLUMNS
+    fault_loc: tuple[float, ...] = (math.log(10.0),) * N_COLUMNS
+    fault_scale: tuple[float, ...] = (0.8,) * N_COLUMNS
     activation: tuple[tuple[float, ...], ...] = field(
         default_factory=lambda: tuple(tuple(row) for row in _default_activation())
     )
@@ -97,7 +101,7 @@ class HealthParams:
     )
     # Where a related node's driven signal sits: effects weaken as they spread, so the node with
     # the strongest signal is the likelier root. Row per relation, like `relation_weight`.
-    relation_loc: tuple[tuple[float, ...], ...] = ((math.log(5.0),) * N_FAULTS,) * N_RELATIONS
+    relation_loc: tuple[tuple[float, ...], ...] = ((math.log(5.0),) * N_COLUMNS,) * N_RELATIONS
     temperature: float = 1.0
     # How often each class is the root's, relative to the others (`log_prior`): a node that can
     # fail in more measurable ways is the likelier root.
@@ -193,8 +197,10 @@ def root_scores(score: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
 
 def log_prior(valid: Any, params: ParamArrays, xp: ModuleType = np) -> Any:
     """The proper prior over (candidate, class), (R, C): each measurable pair in proportion to its
-    class's `class_rate`, so a candidate's share is the sum of the rates it can be measured in."""
+    class's `class_rate`, so a candidate's share is the sum of the rates it can be measured in.
+    `valid`: (R, C) or the evidence's mask (R, columns), whose class columns come first."""
     rate = params.array("class_rate", xp)
+    valid = valid[..., : rate.shape[0]]
     total = xp.clip((valid * rate).sum(), 1e-300, None)
     return xp.where(valid, xp.log(rate) - xp.log(total), -math.inf)
 

@@ -43,6 +43,7 @@ from pyro.optim import ClippedAdam
 from models.health import LOCKSTEP_RELATIONS, HealthParams, log_healthy, stalled
 from models.posterior import cause_logits, observed, related_ratio, root_log_ratio
 from models.structure import Relation
+from rca.evidence.nodes import N_FAULTS
 
 HEALTHY_SCALE_MIN, TAIL_MEAN_MIN, FAULT_SCALE_MIN = 0.5, 0.5, 0.3
 Labelled = tuple[npt.NDArray[np.float64], npt.NDArray[np.integer[Any]], int, int]  # scores, relation, root, class
@@ -64,9 +65,8 @@ class CaseBatch:
     def seen(self) -> torch.Tensor:
         """(C, F): whether some case of class c measured signal f at its root. Where none did, the
         cases say nothing of that activation, and it stays at its group's mean."""
-        n_faults = self.score.shape[1]
         measured = self.mask[self.root].to(torch.float64)
-        return torch.zeros(n_faults, n_faults, dtype=torch.float64).index_add(0, self.fault, measured) > 0
+        return torch.zeros(N_FAULTS, self.score.shape[1], dtype=torch.float64).index_add(0, self.fault, measured) > 0
 
 
 def case_batch(cases: Sequence[Labelled]) -> CaseBatch:
@@ -76,9 +76,9 @@ def case_batch(cases: Sequence[Labelled]) -> CaseBatch:
     scores, masks, rows, columns, roots, faults = [], [], [], [], [], []
     offset = 0
     for score, relation, root, fault in cases:
-        n, n_faults = score.shape
-        if relation.shape != (n, n) or not (0 <= root < n and 0 <= fault < n_faults):
-            raise ValueError(f"a case needs an (R, R) relation, a root in [0, R) and a class in [0, F): R={n}")
+        n = score.shape[0]
+        if relation.shape != (n, n) or not (0 <= root < n and 0 <= fault < N_FAULTS):
+            raise ValueError(f"a case needs an (R, R) relation, a root in [0, R) and a class in [0, C): R={n}")
         s, mask = observed(score)
         kept = np.flatnonzero(mask.any(axis=1))
         if not mask[root].any():
@@ -167,9 +167,9 @@ def _t(value: float | list[float]) -> torch.Tensor:
     return torch.tensor(value, dtype=torch.float64)
 
 
-def priors(n_faults: int, n_relations: int) -> dict[str, TorchDistribution]:
-    """The model's latent sites, for F signals (and as many classes) and the relations."""
-    f, k = n_faults, n_relations - 1  # NONE drives nothing: no parameters
+def priors(n_classes: int, n_signals: int, n_relations: int) -> dict[str, TorchDistribution]:
+    """The model's latent sites, for C classes, F signals (the classes' own first) and the relations."""
+    c, f, k = n_classes, n_signals, n_relations - 1  # NONE drives nothing: no parameters
     return {
         "healthy_scale_excess": _iid(dist.Gamma(_t(1.5), _t(1.0)), f),  # above the floor: mode 0.5
         "tail_weight": _iid(dist.Beta(_t(2.0), _t(50.0)), f),
@@ -180,7 +180,7 @@ def priors(n_faults: int, n_relations: int) -> dict[str, TorchDistribution]:
         "fault_loc_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), f),
         "activation_mean": _iid(dist.Normal(_t([_logit(0.02), _logit(0.9)]), _t(2.0)), 2),  # off, on diagonal
         "activation_spread": _iid(dist.HalfNormal(_t(2.0)), 2),
-        "activation_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), f, f),
+        "activation_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), c, f),
         "relation_weight_mean": dist.Normal(_t(_logit(0.05)), _t(2.0)),
         "relation_weight_spread": _iid(dist.HalfNormal(_t(2.0)), 2),  # between relations, within one
         "relation_weight_relation": _iid(dist.Normal(_t(0.0), _t(1.0)), k),
@@ -191,10 +191,10 @@ def priors(n_faults: int, n_relations: int) -> dict[str, TorchDistribution]:
         "relation_loc_relation": _iid(dist.Normal(_t(0.0), _t(1.0)), k),
         "relation_loc_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), k, f),
         "temperature": dist.LogNormal(_t(0.0), _t(1.0)),  # type: ignore[no-untyped-call]
-        "class_rate_log": _iid(dist.Normal(_t(0.0), _t(1.0)), f),  # relative rates: the prior pins their scale
+        "class_rate_log": _iid(dist.Normal(_t(0.0), _t(1.0)), c),  # relative rates: the prior pins their scale
         "stall_rate_mean": dist.Normal(_t(_logit(0.8)), _t(1.5)),
         "stall_rate_spread": dist.HalfNormal(_t(1.0)),
-        "stall_rate_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), f),
+        "stall_rate_offset": _iid(dist.Normal(_t(0.0), _t(1.0)), c),
     }
 
 
@@ -202,7 +202,7 @@ def compose(sites: Sites, seen: torch.Tensor | None = None) -> TensorParams:
     """The parameters the sites stand for (a group's values: mean + spread * offset); activations
     no case has `seen` (`CaseBatch.seen`) at their group's mean."""
     fault_loc = sites["fault_loc_mean"] + sites["fault_loc_spread"] * sites["fault_loc_offset"]
-    on_diagonal = torch.eye(fault_loc.shape[0], dtype=torch.int64)
+    on_diagonal = torch.eye(*sites["activation_offset"].shape, dtype=torch.int64)  # (C, F): a class's own signal
     offset = sites["activation_offset"] * (1.0 if seen is None else seen)
     activation = sites["activation_mean"][on_diagonal] + sites["activation_spread"][on_diagonal] * offset
 
@@ -232,8 +232,8 @@ def compose(sites: Sites, seen: torch.Tensor | None = None) -> TensorParams:
 def initial_sites(params: HealthParams) -> Sites:
     """Sites `compose` maps to `params` (scales and tails within their floors), spreads at 1."""
     loc, relation_loc = params.array("fault_loc", torch), params.array("relation_loc", torch)[1:]
-    on_diagonal = torch.eye(loc.shape[0], dtype=torch.bool)
     activation = torch.logit(params.array("activation", torch), eps=1e-3)
+    on_diagonal = torch.eye(*activation.shape, dtype=torch.bool)
     activation_mean = torch.stack([activation[~on_diagonal].mean(), activation[on_diagonal].mean()])
     weight = torch.logit(params.array("relation_weight", torch)[1:], eps=1e-3)
     per_relation = weight.mean(1)
@@ -273,8 +273,8 @@ def initial_sites(params: HealthParams) -> Sites:
 def health_model(batch: CaseBatch) -> None:
     """Hierarchical priors over the parameters; the cases' scores given their truth, and the
     truth given the scores under the tempered posterior."""
-    n_rows, n_faults = batch.score.shape
-    sites = priors(n_faults, batch.related.shape[1] // n_rows)
+    n_rows, n_signals = batch.score.shape
+    sites = priors(N_FAULTS, n_signals, batch.related.shape[1] // n_rows)
     params = compose({name: pyro.sample(name, prior) for name, prior in sites.items()}, batch.seen())
     score, mask = batch.score, batch.mask
     ratio = related_ratio(score, mask, params, torch).reshape(-1, 1)

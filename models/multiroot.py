@@ -117,7 +117,7 @@ def compare_roots(
     over the relation matrix's nonzeros, gives every pair's."""
     if not 0.0 < extra_root_prior < 1.0:
         raise ValueError(f"extra_root_prior must lie in (0, 1), not {extra_root_prior}")
-    n_candidates, n_faults = score.shape
+    n_candidates, n_faults = log_post.shape  # classes (the scores have their columns and `WAIT`)
     relation = structure.relation
     if n_candidates < 2:  # two roots need two nodes
         return None
@@ -181,7 +181,7 @@ def _tables(
     node = nodes[at]
     weight, loc, read = states(s[node], relation[roots[entry], node], node == roots[entry], classes[entry], params)
     log_lr, single = _log_lr(weight, loc, read, params)  # (P, F)
-    n_codes, n_faults = len(Relation) - 1, s.shape[1]
+    n_codes, n_faults = len(Relation) - 1, len(params.class_rate)
     other = states(
         s[nodes][:, None, :],
         np.concatenate([np.arange(1, n_codes + 1), np.zeros(n_faults, np.int64)]),

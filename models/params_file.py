@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from models.health import N_RELATIONS, HealthParams, load_params
-from rca.evidence.nodes import N_FAULTS
+from rca.evidence.nodes import N_COLUMNS, N_FAULTS
 
 _POSITIVE = ("healthy_scale", "tail_mean", "fault_scale")
 _WEIGHTS = ("tail_weight",)
@@ -14,14 +14,18 @@ _MATRICES = {"activation": N_FAULTS, "relation_weight": N_RELATIONS, "relation_l
 
 
 def _check(params: HealthParams) -> None:
-    for name in (*_POSITIVE, *_WEIGHTS, "fault_loc", "class_rate", "stall_rate"):
+    for name in (*_POSITIVE, *_WEIGHTS, "fault_loc"):
+        values = getattr(params, name)
+        if len(values) != N_COLUMNS:
+            raise ValueError(f"{name} has {len(values)} values, not one per evidence column ({N_COLUMNS})")
+    for name in ("class_rate", "stall_rate"):
         values = getattr(params, name)
         if len(values) != N_FAULTS:
             raise ValueError(f"{name} has {len(values)} values, not one per fault class ({N_FAULTS})")
     for name, rows in _MATRICES.items():
         matrix = getattr(params, name)
-        if len(matrix) != rows or any(len(row) != N_FAULTS for row in matrix):
-            raise ValueError(f"{name} must be {rows} rows of {N_FAULTS} values")
+        if len(matrix) != rows or any(len(row) != N_COLUMNS for row in matrix):
+            raise ValueError(f"{name} must be {rows} rows of {N_COLUMNS} values")
     every = [x for name in ("fault_loc", "relation_loc") for x in _flat(getattr(params, name))]
     if not all(math.isfinite(x) for x in every):
         raise ValueError("fault_loc and relation_loc must be finite")

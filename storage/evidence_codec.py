@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rca.evidence.nodes import NodeEvidence
+from rca.evidence.nodes import N_COLUMNS, N_FAULTS, NodeEvidence
 
 FORMAT = 1
 _ARRAY_KEY = "npy"
@@ -66,6 +66,26 @@ def evidence_from_json(text: str) -> NodeEvidence:
         missing, extra = sorted(set(names) - set(document)), sorted(set(document) - set(names))
         raise ValueError(f"evidence fields differ from NodeEvidence: missing {missing}, unknown {extra}")
     try:
-        return NodeEvidence(**{name: _decode(document[name]) for name in names})
+        return _with_every_column(NodeEvidence(**{name: _decode(document[name]) for name in names}))
     except (binascii.Error, OSError, ValueError) as exc:
         raise ValueError(f"evidence holds an unreadable array: {exc}") from None
+
+
+def _with_every_column(evidence: NodeEvidence) -> NodeEvidence:
+    """Evidence stored before the `WAIT` column, with that column unmeasured."""
+    if evidence.score.ndim != 2 or evidence.score.shape[1] != N_FAULTS:
+        return evidence
+    extra = N_COLUMNS - N_FAULTS
+    rows = evidence.score.shape[0]
+
+    def padded(array: np.ndarray[Any, Any], fill: object) -> np.ndarray[Any, Any]:
+        return np.concatenate([array, np.full((rows, extra), fill, array.dtype)], axis=1)
+
+    return dataclasses.replace(
+        evidence,
+        score=padded(evidence.score, np.nan),
+        observed=padded(evidence.observed, np.nan),
+        baseline=padded(evidence.baseline, np.nan),
+        onset_ns=padded(evidence.onset_ns, -1),
+        signal=tuple((*labels, *([""] * extra)) for labels in evidence.signal),
+    )

@@ -16,7 +16,7 @@ from benchmarks.plot import ReliabilityBin, plot_report, reliability_bins
 from models.health import LLM_FAULTS, load_params
 from models.ranker import BayesianRanker
 from models.training import simulated_case, training_case
-from rca.evidence.nodes import F
+from rca.evidence.nodes import WAIT, F
 
 
 def test_reliability_bins_on_a_hand_made_list() -> None:
@@ -131,7 +131,7 @@ def test_llm_scores_scaled_scales_those_classes_alone_and_the_evaluation_ranks_t
     scenario = "llm-numa_mismatch"
     (evidence, alerts, _, _), _ = simulated_case(scenario, 101)
     scaled = llm_scores_scaled(evidence, 0.25)
-    llm = [F[fault] for fault in LLM_FAULTS]
+    llm = [*(F[fault] for fault in LLM_FAULTS), WAIT]  # the classes' and the ranks' waits
     others = [k for k in range(evidence.score.shape[1]) if k not in llm]
     assert llm_scores_scaled(evidence, 1.0) is evidence
     assert np.array_equal(scaled.score[:, llm], evidence.score[:, llm] * 0.25, equal_nan=True)

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from rca.evidence.nodes import N_FAULTS, NodeEvidence, extract_evidence
+from rca.evidence.nodes import N_COLUMNS, NodeEvidence, extract_evidence
 from storage.evidence_codec import evidence_from_json, evidence_to_json
 from tests.spanfactory import T0
 from tests.test_incidents_service import shop_graph
@@ -35,7 +35,7 @@ def _made(nodes: int) -> NodeEvidence:
     """Evidence of `nodes` made-up nodes: every field of an extracted one, resized and refilled
     (NaN, -0.0 and infinities among the floats), so that a field added later is covered too."""
     rng = np.random.default_rng(7)
-    score = rng.gamma(1.0, 2.0, (nodes, N_FAULTS))
+    score = rng.gamma(1.0, 2.0, (nodes, N_COLUMNS))
     score[rng.random(score.shape) < 0.4] = np.nan
     score[0, 0] = -0.0
     values: dict[str, object] = {}
@@ -48,7 +48,7 @@ def _made(nodes: int) -> NodeEvidence:
             shape = (nodes, *value.shape[1:])
             values[field.name] = rng.integers(-1, nodes, shape).astype(value.dtype)
         elif value and isinstance(value[0], tuple):
-            values[field.name] = tuple(tuple(f"s{i}.{j} \N{SNOWMAN}" for j in range(N_FAULTS)) for i in range(nodes))
+            values[field.name] = tuple(tuple(f"s{i}.{j} \N{SNOWMAN}" for j in range(N_COLUMNS)) for i in range(nodes))
         else:
             values[field.name] = tuple(f"{field.name}-{i}" for i in range(nodes))
     values["score"] = score

@@ -15,6 +15,7 @@ from models.health import load_params, params_version, save_params
 from models.params_file import read_params
 from models.ranker import MODEL_NAME
 from models.refit import label_case
+from rca.evidence.nodes import N_COLUMNS
 from rca.app.cli import main
 from rca.app.config import ConfigError, load_settings
 from storage.sql import SqlIncidentStore
@@ -143,7 +144,7 @@ def test_a_bad_params_file_is_a_startup_error_naming_key_and_source(
     elif content == "nan":
         path = _params_file(tmp_path, temperature=math.nan)
     elif content == "weights":
-        path = _params_file(tmp_path, tail_weight=[1.5] * 8)
+        path = _params_file(tmp_path, tail_weight=[1.5] * N_COLUMNS)
     elif content is not None:
         path.write_text(content)
     for flags, environ, source in (

@@ -164,10 +164,10 @@ def test_a_collective_meets_its_compute_sibling_across_batches_and_counts_once()
     graph = ServiceGraph()
     forward = ("w0", "model_forward", 2, 1, 10, 100, {"gpu.id": "0"})
     graph.add(_gpu_batch(("engine", "llm_request", 1, 0, 0, 300, {}), forward))
-    graph.add(_gpu_batch(("w0", "nccl:AllReduce", 3, 1, 60, 100, {})))  # half of it inside the forward
+    graph.add(_gpu_batch(("w0", "nccl:AllReduce", 3, 1, 60, 100, {})))  # begun inside the forward, ends past it
     for _ in range(2):  # every read resolves; what matched counts once
-        overlap = _signal_sums(graph, "w0", Signal.NCCL_OVERLAP)
-        assert overlap[SignalSum.COUNT] == 1.0 and abs(overlap[SignalSum.SUM] - 0.5) < 1e-9
+        overlap = _signal_sums(graph, "w0", Signal.NCCL_OVERLAP)  # all it ran before the forward ended
+        assert overlap[SignalSum.COUNT] == 1.0 and abs(overlap[SignalSum.SUM] - 1.0) < 1e-9
         for node in ("w0", "gpu:h/0"):  # the forward waited 50 ms: its self time is 50 ms
             sums = _op_sums(graph, node, "model_forward")
             assert abs(sums[OpSum.WAIT] - 0.05) < 1e-9 and abs(sums[OpSum.DURATION] - 0.1) < 1e-9
@@ -225,8 +225,10 @@ def test_lockstep_spans_wait_for_their_siblings_until_stale_and_wait_no_longer_t
     assert lockstep.match(newest_window=0) is not None and len(lockstep) == 1  # the collective waits
     add(False, 0, 60, 0)
     add(True, 20, 100, 0)  # a second collective of the same forward
+    add(True, 70, 100, 0)  # and a third, begun after it ended: it overlapped none of it
     found = lockstep.match(newest_window=0)
-    assert found is not None and found.overlap_share.tolist() == [0.6, 0.5]
+    # shares of the time each ran before the forward ended: a wait past its end is no lost overlap
+    assert found is not None and found.overlap_share.tolist() == [1.0, 1.0, 0.0]
     assert found.wait_s.tolist() == [60e-9]  # 100 ns of overlap, capped at the forward's 60 ns
     assert found.compute_nodeop.tolist() == [5] and found.compute_gpu_nodeop.tolist() == [6]
     assert len(lockstep) == 1  # the forward stays for collectives still to come

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.heldout import score_case
 from models.ranker import BayesianRanker
-from rca.evidence.nodes import NodeEvidence
+from rca.evidence.nodes import WAIT, NodeEvidence
 from rca.graph.service_graph import ServiceGraph
 from rca.graph.view import Window, graph_between
 from rca.graph.writer import concat
@@ -106,9 +106,10 @@ def test_replicas_under_one_name_report_as_one_node_per_service_in_one_communica
 def test_a_straggler_on_one_replica_makes_its_own_peers_wait_at_full_strength() -> None:
     batch = two_replicas(Change(straggler=1.8))
     shared, alone = evidence_of(batch), evidence_of(serving(Change(straggler=1.8), seed=0))
-    waits = [nccl(shared, k) for k in range(RANKS) if k != STRAGGLER]
-    assert min(waits) > 10 and min(waits) >= 0.8 * min(nccl(alone, k) for k in range(RANKS) if k != STRAGGLER)
-    assert nccl(shared, STRAGGLER) < 3.0  # the straggler itself waits for nobody, on either pod
+    waits = [score(shared, f"vllm-worker-{k}", WAIT) for k in range(RANKS) if k != STRAGGLER]
+    alone_waits = [score(alone, f"vllm-worker-{k}", WAIT) for k in range(RANKS) if k != STRAGGLER]
+    assert min(waits) > 10 and min(waits) >= 0.8 * min(alone_waits)
+    assert score(shared, f"vllm-worker-{STRAGGLER}", WAIT) < 3.0  # the straggler itself waits for nobody, on either pod
 
 
 def test_priority_inversion_on_one_replicas_engine_is_not_blended_away() -> None:

@@ -20,7 +20,7 @@ from models.health import HealthParams
 from models.learning import Labelled, case_batch, learn
 from models.posterior import log_posterior, observed
 from models.structure import CausalStructure, Relation
-from rca.evidence.nodes import N_FAULTS
+from rca.evidence.nodes import N_COLUMNS, N_FAULTS
 from rca.evidence.rows import MAX_SCORE
 
 KINDS = len(Relation)
@@ -28,18 +28,18 @@ KINDS = len(Relation)
 
 def random_params(rng: np.random.Generator) -> HealthParams:
     """Parameters unlike the defaults: relation locations above and below the root's."""
-    loc = rng.uniform(1.0, 3.5, N_FAULTS)
-    weight = rng.uniform(0.01, 0.95, (KINDS, N_FAULTS))
+    loc = rng.uniform(1.0, 3.5, N_COLUMNS)
+    weight = rng.uniform(0.01, 0.95, (KINDS, N_COLUMNS))
     weight[Relation.NONE] = 0.0
     return HealthParams(
-        healthy_scale=tuple(rng.uniform(0.5, 2.0, N_FAULTS)),
-        tail_weight=tuple(rng.uniform(0.005, 0.3, N_FAULTS)),
-        tail_mean=tuple(rng.uniform(0.5, 8.0, N_FAULTS)),
+        healthy_scale=tuple(rng.uniform(0.5, 2.0, N_COLUMNS)),
+        tail_weight=tuple(rng.uniform(0.005, 0.3, N_COLUMNS)),
+        tail_mean=tuple(rng.uniform(0.5, 8.0, N_COLUMNS)),
         fault_loc=tuple(loc),
-        fault_scale=tuple(rng.uniform(0.3, 1.2, N_FAULTS)),
-        activation=tuple(map(tuple, rng.uniform(0.01, 0.99, (N_FAULTS, N_FAULTS)))),
+        fault_scale=tuple(rng.uniform(0.3, 1.2, N_COLUMNS)),
+        activation=tuple(map(tuple, rng.uniform(0.01, 0.99, (N_FAULTS, N_COLUMNS)))),
         relation_weight=tuple(map(tuple, weight)),
-        relation_loc=tuple(map(tuple, loc + rng.uniform(-1.5, 1.5, (KINDS, N_FAULTS)))),
+        relation_loc=tuple(map(tuple, loc + rng.uniform(-1.5, 1.5, (KINDS, N_COLUMNS)))),
         temperature=float(rng.uniform(0.5, 3.0)),
         class_rate=tuple(rng.uniform(0.1, 5.0, N_FAULTS)),
         stall_rate=tuple(rng.uniform(0.05, 0.95, N_FAULTS)),
@@ -49,7 +49,7 @@ def random_params(rng: np.random.Generator) -> HealthParams:
 def random_case(rng: np.random.Generator, n_nodes: int) -> tuple[np.ndarray, CausalStructure]:
     """Scores of `n_nodes` nodes (NaN where unmeasured, some huge) and a structure over a random
     subset of candidates whose relation matrix holds every kind."""
-    score = rng.exponential(1.5, (n_nodes, N_FAULTS))
+    score = rng.exponential(1.5, (n_nodes, N_COLUMNS))
     huge = rng.random(score.shape) < 0.1
     score[huge] = rng.choice([MAX_SCORE, 200.0, 1e4], huge.sum())
     score[rng.random(score.shape) < 0.3] = np.nan
@@ -113,11 +113,11 @@ def brute_force(score: np.ndarray, structure: CausalStructure, p: HealthParams) 
     loc = np.asarray(p.fault_loc)
     grid = np.linspace(0.0, MAX_SCORE, 1201)[:, None]
     peak = grid[np.argmax(log_faulty(grid, p, loc) - log_healthy(grid, p), axis=0), 0]
-    r_count, f_count = x.shape
+    r_count, c_count = x.shape[0], len(p.class_rate)  # the scores' columns: the classes' first
     rate = np.asarray(p.class_rate)
-    out = np.full((r_count, f_count), -np.inf)
+    out = np.full((r_count, c_count), -np.inf)
     for r in range(r_count):
-        classes = np.flatnonzero(measured[r])
+        classes = np.flatnonzero(measured[r, :c_count])
         for c in classes:
             joint = []
             for stalls in (False, True):
@@ -162,7 +162,7 @@ def test_served_posterior_equals_pyro_enumeration_and_brute_force(seed: int) -> 
     assert served.sum() == pytest.approx(1.0, abs=1e-12)
     assert np.allclose(served, pyro_probs, rtol=1e-7, atol=1e-10)
     assert_same_log(log_posterior(score, structure, params), brute_force(score, structure, params))
-    assert (served[np.isnan(score[structure.candidates])] == 0.0).all()  # unmeasurable classes
+    assert (served[np.isnan(score[structure.candidates, :N_FAULTS])] == 0.0).all()  # unmeasurable classes
 
 
 def test_every_relation_kind_moves_the_posterior() -> None:
@@ -201,7 +201,7 @@ def draw_cases(rng: np.random.Generator, p: HealthParams, classes: list[int], n_
             weight[np.isin(kind, LOCKSTEP)] = 0.0
         loc = np.asarray(p.relation_loc)[kind]
         weight[root], loc[root] = p.activation[c], p.fault_loc
-        shape = (n_candidates, N_FAULTS)
+        shape = (n_candidates, N_COLUMNS)
         faulty = np.exp(rng.normal(loc, np.asarray(p.fault_scale), shape)) - 1.0
         tail = rng.exponential(np.asarray(p.tail_mean), shape)
         healthy = np.where(rng.random(shape) < p.tail_weight, tail, np.abs(rng.normal(0.0, p.healthy_scale, shape)))
@@ -213,16 +213,16 @@ def draw_cases(rng: np.random.Generator, p: HealthParams, classes: list[int], n_
 def known_params(fault_loc: np.ndarray, off_diagonal: float = 0.05) -> HealthParams:
     """Truth for the learning tests: away from the defaults, a collective rank's signal stronger
     than its root's."""
-    activation = np.full((N_FAULTS, N_FAULTS), off_diagonal)
+    activation = np.full((N_FAULTS, N_COLUMNS), off_diagonal)
     np.fill_diagonal(activation, 0.9)
-    weight = np.array([0.0, 0.3, 0.6, 0.1, 0.3, 0.8, 0.5, 0.6])[:, None].repeat(N_FAULTS, axis=1)
+    weight = np.array([0.0, 0.3, 0.6, 0.1, 0.3, 0.8, 0.5, 0.6])[:, None].repeat(N_COLUMNS, axis=1)
     shift = np.array([0.0, -0.6, -0.3, -0.6, -0.3, 0.5, -0.2, 0.2])[:, None]
     return HealthParams(
-        healthy_scale=(1.0,) * N_FAULTS,
-        tail_weight=(0.02,) * N_FAULTS,
-        tail_mean=(3.0,) * N_FAULTS,
+        healthy_scale=(1.0,) * N_COLUMNS,
+        tail_weight=(0.02,) * N_COLUMNS,
+        tail_mean=(3.0,) * N_COLUMNS,
         fault_loc=tuple(fault_loc),
-        fault_scale=(0.5,) * N_FAULTS,
+        fault_scale=(0.5,) * N_COLUMNS,
         activation=tuple(map(tuple, activation)),
         relation_weight=tuple(map(tuple, weight)),
         relation_loc=tuple(map(tuple, fault_loc + shift)),
@@ -236,7 +236,7 @@ def test_learning_recovers_the_parameters_the_scores_were_drawn_with() -> None:
     # One class so loud that half its roots' scores are clipped at MAX_SCORE: read as censored,
     # they still give its location and its spread (read as exact, a pile at the clip would not).
     loud = math.log(MAX_SCORE + 1.0)
-    truth = known_params(rng.permutation(np.r_[np.linspace(1.8, 3.6, N_FAULTS - 1), loud]))
+    truth = known_params(rng.permutation(np.r_[np.linspace(1.8, 3.6, N_COLUMNS - 1), loud]))
     cases = draw_cases(rng, truth, [case % N_FAULTS for case in range(240)])  # 30 roots a class
     fitted = learn(case_batch(cases), HealthParams(), steps=500)
     collective = Relation.COLLECTIVE
@@ -245,16 +245,16 @@ def test_learning_recovers_the_parameters_the_scores_were_drawn_with() -> None:
     assert np.abs(np.subtract(fitted.fault_scale, truth.fault_scale)).max() < 0.15
     assert np.abs(np.subtract(fitted.relation_weight[collective], 0.8)).max() < 0.1
     assert np.abs(np.subtract(fitted.relation_loc[collective], fitted.fault_loc) - 0.5).max() < 0.3  # above
-    assert np.abs(np.diagonal(fitted.activation) - 0.9).max() < 0.15
+    assert np.abs(np.diagonal(fitted.activation) - 0.9).max() < 0.17  # 30 roots at 0.9: 0.055 standard error
     # How often a class's roots stall their lockstep group: 30 roots a class, ~0.09 standard error each.
     stall_error = np.subtract(fitted.stall_rate, truth.stall_rate)
-    assert abs(stall_error.mean()) < 0.06 and np.abs(stall_error).max() < 0.2
+    assert abs(stall_error.mean()) < 0.06 and np.abs(stall_error).max() < 0.27  # 3 standard errors
 
 
 def test_a_class_with_two_cases_is_pulled_toward_its_group() -> None:
     rng = np.random.default_rng(6)
     rare = N_FAULTS - 1
-    truth = known_params(np.where(np.arange(N_FAULTS) == rare, 3.6, 2.6), off_diagonal=0.001)
+    truth = known_params(np.where(np.arange(N_COLUMNS) == rare, 3.6, 2.6), off_diagonal=0.001)
     cases = draw_cases(rng, truth, [case % rare for case in range(25 * rare)] + [rare, rare])
     own = np.log1p([score[root, rare] for score, _, root, c in cases if c == rare])
     assert own.min() > 3.0  # both roots show their class's signal: its two-case estimate is their mean
@@ -271,7 +271,7 @@ def test_an_activation_no_case_measured_stays_at_its_groups_mean() -> None:
     the fit must not set it to lift other hypotheses (it once read an engine's errors as coming
     with a priority inversion, which lifted engines whose inversion was real)."""
     rng = np.random.default_rng(9)
-    cases = draw_cases(rng, known_params(np.full(N_FAULTS, 3.0)), list(range(N_FAULTS)) * 4)
+    cases = draw_cases(rng, known_params(np.full(N_COLUMNS, 3.0)), list(range(N_FAULTS)) * 4)
     unmeasured = {(1, 5), (2, 6)}  # (class, signal)
     for score, _, root, c in cases:
         for cls, signal in unmeasured:
@@ -279,7 +279,7 @@ def test_an_activation_no_case_measured_stays_at_its_groups_mean() -> None:
                 score[root, signal] = np.nan
     batch = case_batch(cases)
     seen = batch.seen().numpy()
-    assert not seen[1, 5] and not seen[2, 6] and seen.sum() == N_FAULTS**2 - 2
+    assert not seen[1, 5] and not seen[2, 6] and seen.sum() == N_FAULTS * N_COLUMNS - 2
     fitted = learn(batch, HealthParams(), steps=60)
     assert fitted.activation[1][5] == pytest.approx(fitted.activation[2][6], rel=1e-12)  # both the group's mean
     assert fitted.activation[1][4] != pytest.approx(fitted.activation[1][5], rel=1e-3)  # measured: its own
@@ -287,7 +287,7 @@ def test_an_activation_no_case_measured_stays_at_its_groups_mean() -> None:
 
 def test_the_same_seed_gives_the_same_fit() -> None:
     rng = np.random.default_rng(7)
-    cases = draw_cases(rng, known_params(np.full(N_FAULTS, 3.0)), list(range(N_FAULTS)) * 2)
+    cases = draw_cases(rng, known_params(np.full(N_COLUMNS, 3.0)), list(range(N_FAULTS)) * 2)
     batch = case_batch(cases)
     first, second = (learn(batch, HealthParams(), steps=40, seed=3) for _ in range(2))
     assert first == second
@@ -295,7 +295,7 @@ def test_the_same_seed_gives_the_same_fit() -> None:
 
 
 def test_a_malformed_case_is_refused() -> None:
-    score, relation, root, fault = draw_cases(np.random.default_rng(8), known_params(np.full(N_FAULTS, 3.0)), [0])[0]
+    score, relation, root, fault = draw_cases(np.random.default_rng(8), known_params(np.full(N_COLUMNS, 3.0)), [0])[0]
     with pytest.raises(ValueError, match="relation"):
         case_batch([(score, relation[:-1], root, fault)])
     with pytest.raises(ValueError, match="class"):

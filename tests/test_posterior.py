@@ -14,7 +14,7 @@ from models.enumeration import enumerated_posterior
 from models.health import HealthParams, fault_peak, load_params, log_faulty, log_healthy
 from models.posterior import distinct_columns, log_posterior, observed
 from models.structure import Relation, StructureCache, causal_structure, evidence_structure
-from rca.evidence.nodes import N_FAULTS, F, extract_evidence
+from rca.evidence.nodes import N_COLUMNS, N_FAULTS, WAIT, F, extract_evidence
 from rca.telemetry.faults import Fault
 from tests.spanfactory import T0
 from tests.test_incidents_service import shop_graph
@@ -24,14 +24,14 @@ LAT, ERR, CS = F[Fault.LATENCY], F[Fault.ERRORS], F[Fault.CALL_STRUCTURE]
 
 def _chain_scores(seed: int, n: int = 6) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    score = np.abs(rng.normal(0, 1.5, size=(n, N_FAULTS)))
+    score = np.abs(rng.normal(0, 1.5, size=(n, N_COLUMNS)))
     score[:, 3:] = np.nan  # no LLM signals on most nodes
     score[n - 1, 3] = abs(rng.normal(0, 1))  # one GPU-ish node
     return score
 
 
 # Call structure's faulty density as narrow as the shipped fit makes it: its ratio peaks early.
-NARROW = HealthParams(fault_loc=(math.log(10.0),) * N_FAULTS, fault_scale=(0.8, 0.8, 0.3, *(0.8,) * (N_FAULTS - 3)))
+NARROW = HealthParams(fault_loc=(math.log(10.0),) * N_COLUMNS, fault_scale=(0.8, 0.8, 0.3, *(0.8,) * (N_COLUMNS - 3)))
 
 
 @pytest.mark.parametrize(("seed", "tied"), [(0, False), (1, False), (2, False), (3, True), (4, True)])
@@ -67,7 +67,7 @@ def test_distinct_columns_give_back_every_score() -> None:
 
 def test_deepest_anomalous_node_is_the_root_and_callers_are_explained() -> None:
     # 0 -> 1 -> 2 -> 3; node 2 is slow in itself, its callers show propagated errors.
-    score = np.zeros((4, N_FAULTS))
+    score = np.zeros((4, N_COLUMNS))
     score[:, 3:] = np.nan
     score[2, LAT] = 20.0
     score[1, ERR] = score[0, ERR] = 8.0
@@ -82,20 +82,20 @@ def test_deepest_anomalous_node_is_the_root_and_callers_are_explained() -> None:
 
 def test_a_stronger_anomaly_never_makes_a_root_less_likely() -> None:
     peak = fault_peak(NARROW)[CS]
-    grid = np.linspace(0.0, 60.0, 601)[:, None].repeat(N_FAULTS, axis=1)
+    grid = np.linspace(0.0, 60.0, 601)[:, None].repeat(N_COLUMNS, axis=1)
     ratio = (log_faulty(grid, NARROW) - log_healthy(grid, NARROW))[:, CS]
     assert 4.0 < peak < 10.0 and ratio[-1] < ratio.max()  # uncapped, a huge shift would look healthier
     structure = causal_structure(2, np.zeros((0, 2), np.int64), [0, 1])
     root_p = []
     for strong in (peak, 2 * peak, 50.0):
-        score = np.zeros((2, N_FAULTS))
+        score = np.zeros((2, N_COLUMNS))
         score[0, CS], score[1, LAT] = strong, 6.0
         root_p.append(float(np.exp(log_posterior(score, structure, NARROW))[0].sum()))
     assert root_p[0] > 0.5 and np.allclose(root_p, root_p[0])
 
 
 def test_classes_that_cannot_be_measured_get_no_mass() -> None:
-    score = np.zeros((2, N_FAULTS))
+    score = np.zeros((2, N_COLUMNS))
     score[:, 3:] = np.nan
     structure = causal_structure(2, np.array([[0, 1]]), [0])
     posterior = np.exp(log_posterior(score, structure, HealthParams()))
@@ -149,7 +149,7 @@ def test_siblings_are_peers_only_where_both_are_services_of_their_own() -> None:
 
 def test_a_callee_seen_only_through_the_roots_client_spans_is_explained_by_it() -> None:
     # 0 -> 1 (service) -> 2 (virtual: redis). 1 errors in itself; its redis client spans error too.
-    score = np.zeros((3, N_FAULTS))
+    score = np.zeros((3, N_COLUMNS))
     score[:, 3:] = np.nan
     score[1, ERR] = score[2, ERR] = 12.0
     virtual = np.array([False, False, True])
@@ -161,10 +161,11 @@ def test_a_callee_seen_only_through_the_roots_client_spans_is_explained_by_it() 
 
 def test_tensor_parallel_peers_waiting_on_a_slow_rank_point_to_it() -> None:
     # engine 0 calls workers 1, 2, 3 (NCCL); worker 2's GPU (node 4) is slow; peers 1 and 3 wait.
-    score = np.full((5, N_FAULTS), np.nan)
+    score = np.full((5, N_COLUMNS), np.nan)
     score[:, :3] = 0.0
     nccl, gpu = F[Fault.NCCL_COMMUNICATION], F[Fault.GPU_MEMORY_BANDWIDTH]
-    score[1:4, nccl] = [9.0, 3.0, 9.0]
+    score[1:4, nccl] = 0.0
+    score[1:4, WAIT] = [9.0, 0.0, 9.0]  # the slow rank's peers wait for it in every collective; it does not
     score[4, gpu] = 15.0
     communicator = np.array([-1, 0, 0, 0, -1])
     owner = np.array([0, 1, 2, 3, 2])
@@ -183,10 +184,10 @@ def test_quiet_peers_of_a_loud_rank_count_as_one_missing_stall() -> None:
     its peers are quiet; the microservice is moderately slow. Whether the fault stalled the
     communicator is summed out for the group, so seven quiet peers count once: read rank by rank
     (a stall almost certain), each would count against the rank and the microservice would win."""
-    score = np.full((10, N_FAULTS), np.nan)
+    score = np.full((10, N_COLUMNS), np.nan)
     score[:, :3] = 0.0
     nccl = F[Fault.NCCL_COMMUNICATION]
-    score[2:, nccl] = 0.0
+    score[2:, nccl] = score[2:, WAIT] = 0.0
     score[5, nccl], score[1, LAT] = 25.0, 4.6
     communicator = np.array([-1, -1, *(0,) * 8])
     edges = np.array([[0, k] for k in range(1, 10)])

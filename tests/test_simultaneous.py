@@ -21,7 +21,7 @@ from models.multiroot import EXTRA_ROOT_PRIOR, compare_roots
 from models.posterior import log_posterior, observed
 from models.ranker import BayesianRanker
 from models.structure import CausalStructure, Relation, causal_structure
-from rca.evidence.nodes import N_FAULTS, F
+from rca.evidence.nodes import N_COLUMNS, N_FAULTS, F
 from rca.graph.service_graph import ServiceGraph
 from rca.ranking.causes import Ranking
 from rca.telemetry.alerts import format_rfc3339, parse_rfc3339_ns
@@ -50,7 +50,7 @@ def float64() -> Any:
 def _chain(seed: int) -> tuple[np.ndarray, np.ndarray]:
     """0 -> 1 -> 2 -> 3, 1 -> 4 -> 5, 0 -> 6: noise, two faulty nodes (2 slow, 5 erroring) and a
     call-structure score past its peak on 6."""
-    score = np.abs(np.random.default_rng(seed).normal(0, 1.5, size=(7, N_FAULTS)))
+    score = np.abs(np.random.default_rng(seed).normal(0, 1.5, size=(7, N_COLUMNS)))
     score[:, 3:] = np.nan
     score[5, 3] = 1.0
     score[2, LAT], score[5, ERR], score[6, CS] = 14.0, 12.0, 40.0
@@ -102,7 +102,7 @@ def _lockstep_case(rng: np.random.Generator, n: int = 7) -> tuple[np.ndarray, Ca
     """Random scores and relations over `n` candidates where two groups are in lockstep with each
     other (communicator ranks, engine GPUs) and related to the rest in every other way, so that
     a root's group holds nodes the other root reaches."""
-    score = rng.exponential(1.5, (n, N_FAULTS))
+    score = rng.exponential(1.5, (n, N_COLUMNS))
     score[rng.random(score.shape) < 0.1] = 15.0
     score[rng.random(score.shape) < 0.3] = np.nan
     other = [r for r in Relation if r not in (Relation.COLLECTIVE, Relation.LOCKSTEP)]
@@ -186,7 +186,7 @@ def test_one_faulty_node_keeps_the_single_root() -> None:
 
 
 def test_a_single_candidate_has_no_pair_to_weigh() -> None:
-    score = np.full((1, N_FAULTS), 5.0)
+    score = np.full((1, N_COLUMNS), 5.0)
     structure = causal_structure(1, np.zeros((0, 2), np.int64), [0])
     params = load_params()
     assert compare_roots(score, structure, log_posterior(score, structure, params), params) is None
@@ -194,7 +194,7 @@ def test_a_single_candidate_has_no_pair_to_weigh() -> None:
 
 def test_a_node_and_what_it_is_reported_as_count_once() -> None:
     # 0 -> 1 -> 2, where 2 stands for 1 (a network node reported as its callee)
-    score = np.zeros((3, N_FAULTS))
+    score = np.zeros((3, N_COLUMNS))
     score[:, 3:] = np.nan
     score[1, ERR], score[2, LAT] = 12.0, 12.0
     structure = causal_structure(3, np.array([[0, 1], [1, 2]]), [0])

@@ -9,11 +9,15 @@ instance's, not the replicas' blend.
 
 Lockstep: a compute span's self time excludes the time its sibling collectives overlapped it
 (`OpSum.WAIT`, from `rca.graph.lockstep`) and `nccl:` operations are no latency rows, so a straggler
-rank shows compute up and collective wait flat, and its peers the reverse. Timings are per token
-where tokens are known, as ratios of window sums: the engine's by its own requests' tokens, a
-GPU's by the output tokens of the engines calling its rank (of the replica in its own pod, where
-one is known), so load and request mix do not read as faults. Every row is a change point against the node's own baseline; only the thresholds
-docs/interface.md states gate a row.
+rank shows compute up and collective wait flat, and its peers the reverse. A rank's time in
+collectives and its NCCL bandwidth (bytes per second in them) rise and fall with waiting for a
+peer: they are the `wait` rows (`rca.evidence.nodes.WAIT`), which the health model reads as what a
+lockstep root drives in its peers; a rank's own NCCL trouble is its point-to-point latency and a
+collective no longer overlapping its compute. Timings are per token where tokens are known, as
+ratios of window sums: the engine's by its own requests' tokens, a GPU's by the output tokens of
+the engines calling its rank (of the replica in its own pod, where one is known), so load and
+request mix do not read as faults. Every row is a change point against the node's own baseline;
+only the thresholds docs/interface.md states gate a row.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ class LlmRows:
 
     latency: list[Part]
     classes: dict[Fault, Rows]
+    wait: Rows  # ranks' time in collectives and NCCL bandwidth: what a lockstep peer's fault shows
 
 
 def _share(level: Array, healthy: float, faulty: float) -> Array:
@@ -97,7 +102,7 @@ def gate(rows: Rows, healthy: float, faulty: float) -> None:
 def _as_far_as_lost(rows: Rows) -> None:
     """Scales (capped) scores by the share of its baseline level a row lost. A rank whose
     collective no longer overlaps its compute (interface: NCCL) loses all its overlap; its peers,
-    whose collectives now wait for it past their own compute, keep part of theirs."""
+    whose collectives now wait for it past their own compute, keep theirs (`rca.graph.lockstep`)."""
     lost = 1.0 - rows.shift.observed / np.maximum(rows.shift.baseline, 1e-9)
     rows.score = np.minimum(np.maximum(rows.score, 0.0), MAX_SCORE) * np.clip(lost, 0.0, 1.0)
 
@@ -340,7 +345,7 @@ def llm_rows(x: LlmExtractor) -> LlmRows:
     """Every LLM-serving row, by the class it points to (empty where no span carries them)."""
     table = x.series.signals
     if table.keys.shape[0] == 0:
-        return LlmRows([], {fault: x.rows([], 1, 0.0) for fault in LLM_CLASSES})
+        return LlmRows([], {fault: x.rows([], 1, 0.0) for fault in LLM_CLASSES}, x.rows([], 1, 0.0))
     bandwidth = _signal_rows(x, Signal.GPU_DRAM_UTILIZATION, 1)
     gate(bandwidth, 0.75, 0.9)
     allocation = _signal_rows(x, Signal.KV_BLOCK_ALLOCATION_RATE, -1)
@@ -363,16 +368,17 @@ def llm_rows(x: LlmExtractor) -> LlmRows:
         Fault.GPU_MEMORY_BANDWIDTH: merge_rows(bandwidth, dram),
         Fault.KV_CACHE_FRAGMENTATION: _merge((allocation, block, *loaded)),
         Fault.SCHEDULER_PRIORITY_INVERSION: queue,
-        Fault.NCCL_COMMUNICATION: _merge((collective, p2p, overlap, _nccl_bandwidth(x))),
+        Fault.NCCL_COMMUNICATION: merge_rows(p2p, overlap),
         Fault.NUMA_MISMATCH: merge_rows(_signal_rows(x, Signal.NUMA_MISMATCH, 1), remote),
     }
+    wait = merge_rows(collective, _nccl_bandwidth(x))
     owners = x.names.signal_owners
-    for rows in classes.values():
+    for rows in (*classes.values(), wait):
         rows.node = owners(rows.node)
     latency = [
         (owners(nodes), y, weight, labels) for nodes, y, weight, labels in [*_engine_parts(table), *_gpu_time(x)]
     ]
-    return LlmRows(latency, classes)
+    return LlmRows(latency, classes, wait)
 
 
 def _merge(rows: tuple[Rows, ...]) -> Rows:

@@ -1,4 +1,5 @@
-"""Per-node evidence of an incident window against its baseline, one score per fault class.
+"""Per-node evidence of an incident window against its baseline, one score per fault class and
+one for a rank's wait in its collectives (`WAIT`).
 
 Rows are a node's series split at their own change point and scored as one-sided shifts: the span
 rows of latency, errors and call structure (`rca.evidence.spanrows`), the LLM-serving span signals
@@ -32,6 +33,10 @@ from rca.telemetry.metrics import GPU_PREFIX, HOST_PREFIX
 FAULTS: tuple[Fault, ...] = tuple(Fault)
 N_FAULTS = len(FAULTS)
 F = {fault: i for i, fault in enumerate(FAULTS)}
+# The evidence's columns: one per fault class (`F`), then a rank's wait in its collectives
+# (`rca.evidence.llm.LlmRows.wait`), which no class is of: a lockstep peer's fault shows there.
+WAIT = N_FAULTS
+N_COLUMNS = N_FAULTS + 1
 NETWORK_SUFFIX = " (network)"
 NETWORK_MIN_SCORE = 2.0  # network nodes shifted less (two standard errors) are left out
 Array = npt.NDArray[np.float64]
@@ -40,7 +45,8 @@ Index = npt.NDArray[np.int64]
 
 @dataclass(frozen=True, slots=True)
 class NodeEvidence:
-    """Evidence of the nodes seen in a window: `(nodes, faults)` arrays, NaN where unmeasurable."""
+    """Evidence of the nodes seen in a window: `(nodes, columns)` arrays (`N_COLUMNS`: a column per
+    fault class, then `WAIT`), NaN where unmeasurable."""
 
     nodes: tuple[str, ...]
     services: tuple[str, ...]
@@ -51,7 +57,7 @@ class NodeEvidence:
     observed: Array
     baseline: Array
     onset_ns: Index
-    signal: tuple[tuple[str, ...], ...]  # per node, per fault: what was measured
+    signal: tuple[tuple[str, ...], ...]  # per node, per column: what was measured
     edges: Index  # (E, 2) caller → callee row indices into `nodes`
     communicator: Index  # NCCL ranks (`rca.evidence.llm.communicators`): communicator from 0; -1 elsewhere
     lockstep: Index  # the GPUs of one engine (`rca.evidence.llm.engine_gpus`): group from 0; -1 elsewhere
@@ -66,20 +72,22 @@ def _max_expected(rows_per_node: Array) -> Array:
     return np.sqrt(2.0 * np.log(np.maximum(rows_per_node, 1.0)))
 
 
-def _class_rows(x: SpanExtractor) -> dict[Fault, tuple[Rows, bool]]:
-    """Rows per fault class, and whether the class gets the multiple-testing allowance."""
+def _column_rows(x: SpanExtractor) -> dict[int, tuple[Rows, bool]]:
+    """Rows per evidence column (a fault class's, or `WAIT`), and whether the column gets the
+    multiple-testing allowance."""
     llm = llm_rows(x)
     latency, errors = x.latency_and_errors(llm.latency)
     logs = log_rows(x, x.series.logs, x.series.log_ops, x.names.nodes.__getitem__, x.templates)
     rows = {
-        Fault.LATENCY: (latency, True),
-        Fault.ERRORS: (merge_rows(errors, logs.errors), True),
-        Fault.CALL_STRUCTURE: (merge_rows(x.call_structure(), logs.call_structure), True),
-        **{fault: (rows, False) for fault, rows in llm.classes.items()},
+        F[Fault.LATENCY]: (latency, True),
+        F[Fault.ERRORS]: (merge_rows(errors, logs.errors), True),
+        F[Fault.CALL_STRUCTURE]: (merge_rows(x.call_structure(), logs.call_structure), True),
+        **{F[fault]: (rows, False) for fault, rows in llm.classes.items()},
+        WAIT: (llm.wait, False),
     }
     for fault, more in metric_rows(x, x.measures.table, x.measures.measures).items():
-        r, allowance = rows[fault]
-        rows[fault] = (merge_rows(r, more), allowance)
+        r, allowance = rows[F[fault]]
+        rows[F[fault]] = (merge_rows(r, more), allowance)
     return rows
 
 
@@ -100,7 +108,7 @@ def extract_evidence(
     series = window_series(graph, start_ns - history_ns, start_ns, end_ns, cache)
     first = 1 if series.history else MIN_BASELINE_WINDOWS
     x = SpanExtractor(graph, series, first)
-    rows = _class_rows(x)
+    rows = _column_rows(x)
     base = x.network_base
     # A network node without a shift beyond its noise would only add a candidate (at a cost
     # quadratic in candidates): most callees' networks are quiet, and are left out.
@@ -115,11 +123,11 @@ def extract_evidence(
     pairs = np.concatenate([pairs, _ownership_pairs(graph, np.unique(np.concatenate(nodes)), pairs)])
     present = np.unique(np.concatenate([*nodes, loud, pairs.reshape(-1)]))
     n = present.shape[0]
-    score = np.full((n, N_FAULTS), np.nan)
-    observed, baseline = np.full((n, N_FAULTS), np.nan), np.full((n, N_FAULTS), np.nan)
-    onset = np.full((n, N_FAULTS), -1, np.int64)
-    labels = np.full((n, N_FAULTS), "", object)
-    for fault, (r, allowance) in rows.items():
+    score = np.full((n, N_COLUMNS), np.nan)
+    observed, baseline = np.full((n, N_COLUMNS), np.nan), np.full((n, N_COLUMNS), np.nan)
+    onset = np.full((n, N_COLUMNS), -1, np.int64)
+    labels = np.full((n, N_COLUMNS), "", object)
+    for j, (r, allowance) in rows.items():
         row_node, known = find_sorted(present, r.node)
         inside = np.flatnonzero(known)
         if inside.shape[0] == 0:
@@ -133,7 +141,6 @@ def extract_evidence(
         last = np.r_[row_node[order][1:] != row_node[order][:-1], True]
         chosen = order[last]
         best = inside[chosen]
-        j = F[fault]
         node_rows = row_node[chosen]
         score[node_rows, j] = s[chosen]
         observed[node_rows, j] = r.shift.observed[best]

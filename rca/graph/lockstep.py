@@ -1,6 +1,11 @@
 """Lockstep spans (docs/interface.md, LLM-serving spans): how much of each NCCL collective overlaps its sibling
 compute span, and how much of each compute span was spent waiting in collectives.
 
+A collective's overlap share is of the time it ran before its compute sibling ended: a rank
+whose collective begins only after its own compute (its communication no longer overlapping it)
+reads 0, while a peer waiting for that rank, whose collective began inside its compute and runs
+on past it, still reads 1 (its wait shows as the collective's time, not as lost overlap).
+
 A collective (an `nccl:` span that is not point-to-point) and a compute span (one that ran on a
 GPU: it names `gpu.id`) are siblings when they share their parent span and their node (the rank's
 service). Siblings may arrive in different exports, so both kinds wait here, as columns, until
@@ -64,7 +69,8 @@ def _columns(spans: _Spans) -> tuple[npt.NDArray[Any], ...]:
 
 @dataclass(frozen=True, slots=True)
 class LockstepMatch:
-    """What one `match` found. Collectives: node, window and overlap share of each matched one.
+    """What one `match` found. Collectives: node, window and overlap share of each matched one
+    (of the time it ran before its compute siblings ended: 0 for one begun after them).
     Compute spans: node-operations (its own and its GPU's), window and the wait added to each."""
 
     collective_node: I64
@@ -79,10 +85,12 @@ class LockstepMatch:
 @njit(cache=True, nogil=True)
 def _overlaps(
     c_parent: U64, c_node: I64, c_start: I64, c_end: I64, g_parent: U64, g_node: I64, g_start: I64, g_end: I64
-) -> tuple[F64, npt.NDArray[np.bool_], F64]:
+) -> tuple[F64, F64, npt.NDArray[np.bool_], F64]:
     """Merge of collectives and compute spans, both sorted by (parent, node): per collective the
-    ns it overlaps its siblings and whether it has any; per compute span the ns overlapped."""
-    overlap, matched, wait = (
+    ns it overlaps its siblings, the ns it ran before each ended (summed), and whether it has any;
+    per compute span the ns overlapped."""
+    overlap, before, matched, wait = (
+        np.zeros(c_parent.shape[0]),
         np.zeros(c_parent.shape[0]),
         np.zeros(c_parent.shape[0], np.bool_),
         np.zeros(g_parent.shape[0]),
@@ -102,12 +110,13 @@ def _overlaps(
                 matched[i] = True
                 for k in range(j, end):
                     ns = min(c_end[i], g_end[k]) - max(c_start[i], g_start[k])
+                    before[i] += max(min(c_end[i], g_end[k]) - c_start[i], 0)
                     if ns > 0:
                         overlap[i] += ns
                         wait[k] += ns
                 i += 1
             j = end
-    return overlap, matched, wait
+    return overlap, before, matched, wait
 
 
 class Lockstep:
@@ -157,11 +166,10 @@ class Lockstep:
         g = _Spans.concat(self._compute) if self._compute else _empty()
         c_order, g_order = np.lexsort((c.node, c.parent)), np.lexsort((g.node, g.parent))
         c, g = c.select(c_order), g.select(g_order)
-        overlap_ns, matched, wait_ns = _overlaps(
+        overlap_ns, before_ns, matched, wait_ns = _overlaps(
             c.parent, c.node, c.start_ns, c.end_ns, g.parent, g.node, g.start_ns, g.end_ns
         )
-        duration_ns = (c.end_ns - c.start_ns).astype(np.float64)
-        shared = matched & (duration_ns > 0)
+        shared = matched & (c.end_ns > c.start_ns)
         g_duration_s = (g.end_ns - g.start_ns) / 1e9
         added = np.minimum(g.waited + wait_ns / 1e9, g_duration_s) - g.waited
         g.waited += added
@@ -171,7 +179,7 @@ class Lockstep:
         return LockstepMatch(
             collective_node=c.node[shared],
             collective_window=c.window[shared],
-            overlap_share=np.minimum(overlap_ns[shared] / duration_ns[shared], 1.0),
+            overlap_share=np.minimum(overlap_ns[shared] / np.maximum(before_ns[shared], 1.0), 1.0),
             compute_nodeop=g.nodeop[waited],
             compute_gpu_nodeop=g.gpu_nodeop[waited],
             compute_window=g.window[waited],
