@@ -15,9 +15,9 @@ from models.health import load_params, params_version, save_params
 from models.params_file import read_params
 from models.ranker import MODEL_NAME
 from models.refit import label_case
-from rca.evidence.nodes import N_COLUMNS
 from rca.app.cli import main
 from rca.app.config import ConfigError, load_settings
+from rca.evidence.nodes import N_COLUMNS
 from storage.sql import SqlIncidentStore
 from tests.test_feedback import LABEL, open_incident, served
 

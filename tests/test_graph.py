@@ -89,12 +89,30 @@ def test_retention_evicts_old_windows_and_counts_late_spans() -> None:
 
 
 def test_children_whose_parents_never_come_are_orphaned_not_kept_forever() -> None:
-    graph = ServiceGraph(window_seconds=1, pending_windows=2)
+    """Once `pending_windows` of event time and `index_capacity` spans have passed."""
+    graph = ServiceGraph(window_seconds=1, pending_windows=2, index_capacity=2)
     graph.add(batch(("b", "x", 2, 99, 0, 5)))
     graph.add(batch(("a", "op", 3, 0, 10_000, 5)))
     graph.resolve()
+    assert graph.counts().pending == 1 and graph.counts().orphaned == 0  # one span since: it waits on
+    graph.add(batch(("a", "op", 4, 0, 10_001, 5)))
+    graph.resolve()
     assert graph.counts().orphaned == 1
     assert graph.counts().pending == 0
+
+
+def test_a_replay_service_by_service_pairs_children_with_parents_that_come_long_after() -> None:
+    """A replay that sends one service's whole history, then its caller's: the children wait far
+    past `pending_windows` of event time, as long as fewer than `index_capacity` spans came since."""
+    children = [("b", "x", 100 + k, k + 1, k * 1000, 5) for k in range(30)]  # 30 s of them first
+    parents = [("a", "op", k + 1, 0, k * 1000, 10) for k in range(30)]
+    graph = ServiceGraph(window_seconds=1, pending_windows=2)
+    graph.add(batch(*children))
+    graph.resolve()  # as a read or a full pass would, before the parents come
+    graph.add(batch(*parents))
+    graph.resolve()
+    assert graph.counts().orphaned == 0 and graph.counts().edges_resolved == 30
+    assert graph_between(graph, WIDE).edges[("a", "b")]["calls"] == 30.0
 
 
 def test_window_aggregates_merge_like_one_window() -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from rca.graph.spanindex import SpanIndex, SpanMarks, _Table
 from rca.graph.urgency import RequestUrgency
+from rca.graph.waiting import WaitLimit
 
 batches = st.lists(st.lists(st.integers(1, 40), max_size=12), max_size=8)
 
@@ -123,7 +124,7 @@ def test_marks_are_found_by_span_id_and_unknown_ids_read_minus_one() -> None:
 def test_queue_times_waiting_for_a_mark_search_only_the_generations_started_since(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    urgency = RequestUrgency(capacity=40, pending_windows=10)  # marks in generations of 10
+    urgency = RequestUrgency(capacity=40, limit=WaitLimit(10, 1000))  # marks in generations of 10
     searched: list[int] = []
     table_lookup = _Table.lookup
     monkeypatch.setattr(_Table, "lookup", lambda self, ids: searched.append(ids.shape[0]) or table_lookup(self, ids))
@@ -132,14 +133,14 @@ def test_queue_times_waiting_for_a_mark_search_only_the_generations_started_sinc
         n = len(traces)
         trace_id = np.stack([np.zeros(n, np.uint64), np.asarray(traces, np.uint64)], axis=1)
         urgent_col, queue_col = np.full(n, urgent), np.full(n, queue_s)
-        urgency.add(trace_id, urgent_col, queue_col, np.zeros(n, np.int64), np.zeros(n, np.int64))
+        urgency.add(trace_id, urgent_col, queue_col, np.zeros(n, np.int64), np.zeros(n, np.int64), 0)
 
     add(range(1, 31), 1.0, np.nan)  # 30 marked traces: generations 0, 1, 2
     add(range(100, 104), np.nan, 0.5)  # four queue times whose traces have no mark yet
-    assert urgency.resolve(0).node.shape[0] == 0
+    assert urgency.resolve(0, 0).node.shape[0] == 0
     assert searched == [4, 4, 4]  # every generation once
     add(range(100, 101), 0.0, np.nan)  # one trace's mark comes (ordinary), in generation 3
     searched.clear()
-    marked = urgency.resolve(0)
+    marked = urgency.resolve(0, 0)
     assert marked.urgent.tolist() == [False]
     assert searched == [4, 3]  # generations 3 and 2 only: not the two before the first lookup

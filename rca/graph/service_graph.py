@@ -30,6 +30,7 @@ from rca.graph.metric_measures import MetricMeasures, per_reading
 from rca.graph.names import NO_OP, Names, NodeKind, map_strings, metric_nodes, span_nodes, span_signal_nodes
 from rca.graph.spanindex import SpanIndex
 from rca.graph.urgency import RequestUrgency
+from rca.graph.waiting import WaitLimit
 from rca.graph.windows import Windows, by_window, count_edges, count_logs, count_ops, count_values, evict, present
 from rca.telemetry.conventions import GPU_SIGNALS
 from rca.telemetry.logs import LogBatch
@@ -72,6 +73,7 @@ class _PendingLogs(Columns):
     error: npt.NDArray[np.bool_]
     window: npt.NDArray[np.int64]
     since: npt.NDArray[np.int32]  # the span index's generation when last looked up in vain (0: not yet)
+    entered: npt.NDArray[np.int64]  # the spans arrived when it began to wait (`WaitLimit`)
 
 
 @dataclass(slots=True)
@@ -85,6 +87,7 @@ class _Pending(Columns):
     error: npt.NDArray[np.bool_]
     window: npt.NDArray[np.int64]
     since: npt.NDArray[np.int32]  # as `_PendingLogs.since`
+    entered: npt.NDArray[np.int64]  # as `_PendingLogs.entered`
 
 
 class ServiceGraph:
@@ -103,11 +106,13 @@ class ServiceGraph:
         self.window_ns = int(window_seconds * 1e9)
         self.retention_windows = max(1, int(retention_seconds * 1e9) // self.window_ns)
         self.pending_windows = pending_windows
+        # children, log records and queue times wait for their span this long (and as many spans)
+        self.wait = WaitLimit(pending_windows, index_capacity)
         self.names = Names()
         self.windows: Windows = {}
         self.newest_ns = 0
         self._index = SpanIndex(capacity=index_capacity)
-        self._urgency = RequestUrgency(capacity=max(1, index_capacity // _MARKS_SHARE), pending_windows=pending_windows)
+        self._urgency = RequestUrgency(capacity=max(1, index_capacity // _MARKS_SHARE), limit=self.wait)
         self._pending: list[_Pending] = []
         self._pending_count = 0
         self._resolve_at = self._resolve_logs_at = _RESOLVE_MIN  # waiting children, waiting log records
@@ -179,10 +184,10 @@ class ServiceGraph:
         self._count_signals(window, signal_nodes, resources, batch.signals)
         self._index.insert(batch.span_id, nodeop, peer_nodeop, window, duration, batch.error)
         urgent, queue_s = batch.signals[:, Signal.URGENT], batch.signals[:, Signal.QUEUE_TIME]
-        self._urgency.add(batch.trace_id, urgent, queue_s, signal_nodes, window)
+        self._urgency.add(batch.trace_id, urgent, queue_s, signal_nodes, window, self._spans)
         has_parent = batch.parent_id != 0
-        fresh = np.zeros(len(batch), np.int32)
-        waiting = _Pending(batch.parent_id, nodeop, batch.start_ns, batch.end_ns, batch.error, window, fresh)
+        fresh, entered = np.zeros(len(batch), np.int32), np.full(len(batch), self._spans, np.int64)
+        waiting = _Pending(batch.parent_id, nodeop, batch.start_ns, batch.end_ns, batch.error, window, fresh, entered)
         self._pending.append(waiting.select(has_parent))
         self._pending_count += int(has_parent.sum())
         if self._pending_count >= self._resolve_at:
@@ -205,8 +210,8 @@ class ServiceGraph:
         count_logs(self.windows, window, keys, error, per_operation=False)
         joined = batch.span_id != 0
         n_joined = int(joined.sum())
-        fresh = np.zeros(n_joined, np.int32)
-        waiting = _PendingLogs(batch.span_id[joined], keys[joined], error[joined], window[joined], fresh)
+        fresh, entered = np.zeros(n_joined, np.int32), np.full(n_joined, self._spans, np.int64)
+        waiting = _PendingLogs(batch.span_id[joined], keys[joined], error[joined], window[joined], fresh, entered)
         self._pending_logs.append(waiting)
         self._pending_log_count += n_joined
         if self._pending_log_count >= self._resolve_logs_at:
@@ -251,7 +256,7 @@ class ServiceGraph:
             rows = np.flatnonzero(found)[same_node]
             keys = pair_key(nodeop[same_node], template[same_node])
             count_logs(self.windows, p.window[rows], keys, p.error[rows], per_operation=True)
-            keep = ~found & (p.window >= newest - self.pending_windows)
+            keep = ~found & self.wait.waiting(p.window, p.entered, newest, self._spans)
             if keep.any():
                 self._pending_log_count += int(keep.sum())
                 self._pending_logs.append(p.select(keep))
@@ -336,10 +341,8 @@ class ServiceGraph:
         # clocks disagree (or the client gave up), and no parent spends less than no time itself
         covered = np.minimum(covered_credit(p.parent[found], p.start_ns[found], p.end_ns[found]), parent_s[found])
         self._attribute(parent[found], p.nodeop[found], duration, covered, p.error[found], gap)
-        waiting = ~found
-        stale = p.window < newest - self.pending_windows
-        self._orphaned += int((waiting & stale).sum())
-        keep = waiting & ~stale
+        keep = ~found & self.wait.waiting(p.window, p.entered, newest, self._spans)
+        self._orphaned += int((~found & ~keep).sum())
         if keep.any():
             self._pending_count = int(keep.sum())
             self._pending.append(p.select(keep))
@@ -348,7 +351,7 @@ class ServiceGraph:
         """Queue times with no urgency of their own (vLLM records none) count as urgent or ordinary
         once a span of their trace marks the request so, in retained windows."""
         newest = self.newest_ns // self.window_ns
-        q = self._urgency.resolve(newest)
+        q = self._urgency.resolve(newest, self._spans)
         kept = q.window > newest - self.retention_windows
         column = np.where(q.urgent[kept], Signal.QUEUE_TIME_URGENT, Signal.QUEUE_TIME_ORDINARY)
         key = signal_key(q.node[kept], column)

@@ -5,7 +5,7 @@ vLLM records no request priority. The request's `x-priority` header shows where 
 captures headers (the API gateway, a router) and `gen_ai.request.priority` where a caller sets
 it, at any depth above the engine: a trace is one request, so its mark is the trace's. Queue
 times wait for their trace's mark (a gateway's span ends, and is exported, after the engine's)
-for `pending_windows`; those whose trace never shows one count as neither.
+as long as their `WaitLimit` lets them; those whose trace never shows one count as neither.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy.typing as npt
 from rca.graph.columns import Columns
 from rca.graph.intindex import GOLDEN
 from rca.graph.spanindex import SpanMarks
+from rca.graph.waiting import WaitLimit
 
 
 def _trace_keys(trace_id: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -36,6 +37,7 @@ class _Waiting(Columns):
     window: npt.NDArray[np.int64]
     queue_s: npt.NDArray[np.float64]
     since: npt.NDArray[np.int32]  # the marks' index generation when last looked up in vain (0: not yet)
+    entered: npt.NDArray[np.int64]  # the spans arrived when it began to wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +53,8 @@ class MarkedQueueTimes:
 class RequestUrgency:
     """Trace marks and the queue times waiting for them."""
 
-    def __init__(self, *, capacity: int, pending_windows: int) -> None:
-        self.pending_windows = pending_windows
+    def __init__(self, *, capacity: int, limit: WaitLimit) -> None:
+        self.limit = limit
         self._marks = SpanMarks(capacity=capacity)
         self._waiting: list[_Waiting] = []
 
@@ -63,9 +65,10 @@ class RequestUrgency:
         queue_s: npt.NDArray[np.float64],
         node: npt.NDArray[np.int64],
         window: npt.NDArray[np.int64],
+        arrived: int,
     ) -> None:
-        """Spans' marks (`urgent`: 1, 0 or NaN) and queue times; a span with both counts its own
-        queue time (`rca.telemetry.conventions`) and lends its mark to none."""
+        """Spans' marks (`urgent`: 1, 0 or NaN) and queue times, `arrived` spans in; a span with
+        both counts its own queue time (`rca.telemetry.conventions`) and lends its mark to none."""
         marked = ~np.isnan(urgent)
         lends = marked & np.isnan(queue_s)
         waits = ~marked & ~np.isnan(queue_s)
@@ -75,18 +78,19 @@ class RequestUrgency:
         if lends.any():
             self._marks.insert(trace[lends], urgent[lends].astype(np.int64), window[lends])
         if waits.any():
-            fresh = np.zeros(int(waits.sum()), np.int32)
-            self._waiting.append(_Waiting(trace[waits], node[waits], window[waits], queue_s[waits], fresh))
+            n = int(waits.sum())
+            fresh, entered = np.zeros(n, np.int32), np.full(n, arrived, np.int64)
+            self._waiting.append(_Waiting(trace[waits], node[waits], window[waits], queue_s[waits], fresh, entered))
 
-    def resolve(self, newest_window: int) -> MarkedQueueTimes:
-        """The waiting queue times whose trace's mark is known by now; the others wait on until
-        `pending_windows` have passed."""
+    def resolve(self, newest_window: int, arrived: int) -> MarkedQueueTimes:
+        """The waiting queue times whose trace's mark is known by now (`arrived` spans in); the
+        others wait on as long as `limit` lets them."""
         if not self._waiting:
             empty = np.zeros(0, np.int64)
             return MarkedQueueTimes(empty, empty, np.zeros(0, np.bool_), np.zeros(0))
         w = _Waiting.joined(self._waiting)
         mark = self._marks.lookup(w.trace, newest_window, w.since)
         found = mark >= 0
-        keep = ~found & (w.window >= newest_window - self.pending_windows)
+        keep = ~found & self.limit.waiting(w.window, w.entered, newest_window, arrived)
         self._waiting = [w.select(keep)] if keep.any() else []
         return MarkedQueueTimes(w.node[found], w.window[found], mark[found] > 0, w.queue_s[found])
