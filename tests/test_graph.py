@@ -101,6 +101,18 @@ def test_children_whose_parents_never_come_are_orphaned_not_kept_forever() -> No
     assert graph.counts().pending == 0
 
 
+def test_a_child_stops_waiting_once_its_window_leaves_the_retention() -> None:
+    """However few spans came since: what it would count on is gone."""
+    graph = ServiceGraph(window_seconds=1, retention_seconds=5, pending_windows=2)
+    graph.add(batch(("b", "x", 2, 99, 0, 5)))
+    graph.add(batch(("a", "op", 3, 0, 4_000, 5)))
+    graph.resolve()
+    assert graph.counts().pending == 1  # out of event time, but few spans came: it waits on
+    graph.add(batch(("a", "op", 4, 0, 5_000, 5)))  # its window leaves the retention
+    graph.resolve()
+    assert graph.counts().orphaned == 1 and graph.counts().pending == 0
+
+
 def test_a_replay_service_by_service_pairs_children_with_parents_that_come_long_after() -> None:
     """A replay that sends one service's whole history, then its caller's: the children wait far
     past `pending_windows` of event time, as long as fewer than `index_capacity` spans came since."""

@@ -124,7 +124,7 @@ def test_marks_are_found_by_span_id_and_unknown_ids_read_minus_one() -> None:
 def test_queue_times_waiting_for_a_mark_search_only_the_generations_started_since(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    urgency = RequestUrgency(capacity=40, limit=WaitLimit(10, 1000))  # marks in generations of 10
+    urgency = RequestUrgency(capacity=40, limit=WaitLimit(10, 1000, 100))  # marks in generations of 10
     searched: list[int] = []
     table_lookup = _Table.lookup
     monkeypatch.setattr(_Table, "lookup", lambda self, ids: searched.append(ids.shape[0]) or table_lookup(self, ids))

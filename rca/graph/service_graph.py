@@ -107,7 +107,7 @@ class ServiceGraph:
         self.retention_windows = max(1, int(retention_seconds * 1e9) // self.window_ns)
         self.pending_windows = pending_windows
         # children, log records and queue times wait for their span this long (and as many spans)
-        self.wait = WaitLimit(pending_windows, index_capacity)
+        self.wait = WaitLimit(pending_windows, index_capacity, self.retention_windows)
         self.names = Names()
         self.windows: Windows = {}
         self.newest_ns = 0
