@@ -105,7 +105,6 @@ class ServiceGraph:
     ) -> None:
         self.window_ns = int(window_seconds * 1e9)
         self.retention_windows = max(1, int(retention_seconds * 1e9) // self.window_ns)
-        self.pending_windows = pending_windows
         # children, log records and queue times wait for their span this long (and as many spans)
         self.wait = WaitLimit(pending_windows, index_capacity, self.retention_windows)
         self.names = Names()
