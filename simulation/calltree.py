@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from rca.telemetry.faults import Fault
 from simulation.conditions import NEUTRAL_TRANSIENT_FAILURES
+from simulation.drifts import NO_DRIFTS, Drifts
 from simulation.faults import CallChange, FaultPlan
 from simulation.invocations import SEQ, Attempt
 from simulation.topology import CompiledTopology
@@ -97,11 +98,13 @@ def _calls(
     skips: _Skips,
     echoed: npt.NDArray[np.bool_],
     transient_failures: float,
+    drifts: Drifts,
+    t_ns: I64,
 ) -> tuple[I64, I64, I64, I64]:
-    """The calls a level of invocations makes: (caller index in level, callee op, seq, attempt);
-    `plan` is the case's call_structure fault, if any, `skips` what the faults take out and
-    `echoed` the invocations its echo changes; `transient_failures` of remote calls fail at first
-    and are retried."""
+    """The calls a level of invocations (at `t_ns`) makes: (caller index in level, callee op,
+    seq, attempt); `plan` is the case's call_structure fault, if any, `skips` what the faults
+    take out and `echoed` the invocations its echo changes; `transient_failures` of remote calls
+    fail at first and are retried; `drifts` change how often some calls are made."""
     out: list[tuple[I64, I64, I64, I64]] = []
     order = np.argsort(ops, kind="stable")
     retry_call = plan.call if plan and plan.change is CallChange.RETRY else -1
@@ -118,6 +121,9 @@ def _calls(
             prob = np.where((ci >= cut) | (ci == missing), 0.0, p)
             if echo is not None and op == echo.operation and ci == echo.call:
                 prob[echoes] = 0.0
+            drifted = drifts.call_factor(op, ci, t_ns[live])
+            if drifted is not None:
+                prob = prob * drifted
             if exclusive:
                 draw, below = draws.setdefault(int(exclusive), rng.random(k)), taken.get(int(exclusive), 0.0)
                 made = (draw >= below) & (draw < below + prob)
@@ -152,10 +158,12 @@ def expand(
     t_root: I64,
     transient_failures: float = NEUTRAL_TRANSIENT_FAILURES,
     caught: FaultPlan | None = None,
+    drifts: Drifts = NO_DRIFTS,
 ) -> CallTree:
     """The call trees of requests arriving at `t_root`; `plan` is the call_structure fault, if any;
     `transient_failures` of remote calls fail at first and are retried; `caught` is an errors
-    fault whose handler catches its exception (`FaultPlan.caught`), if any."""
+    fault whose handler catches its exception (`FaultPlan.caught`), if any; `drifts` change how
+    often some calls are made."""
     n = roots.shape[0]
     level = {
         "op": roots,
@@ -191,7 +199,16 @@ def expand(
         columns["caught"].append(caught_rows)
         skips = _Skips.of(plan, changed, caught, caught_rows)
         caller, callee, seq, attempt = _calls(
-            ct, plan, rng, level["op"], level["attempt"], skips, echoed, transient_failures
+            ct,
+            plan,
+            rng,
+            level["op"],
+            level["attempt"],
+            skips,
+            echoed,
+            transient_failures,
+            drifts,
+            t_root[level["trace"]],
         )
         from_changed = changed[caller]
         start = bounds[-1]

@@ -43,6 +43,7 @@ class Truth:
     layout: str  # the LLM deployment, `tp{degree}x{replicas}`; empty elsewhere
     hot_services: tuple[str, ...]  # busy but healthy throughout
     roots: tuple[Root, ...]
+    drifting: tuple[str, ...] = ()  # unrelated services that changed during the case (`simulation.drifts`)
     style: str = "conventions"  # what the telemetry looks like (`real_style.STYLES`)
     replica_names: str = "distinct"  # engine replicas' service names (`replica_names.REPLICA_NAMES`)
 

@@ -21,6 +21,7 @@ from simulation.attributes import NcclSpans
 from simulation.calltree import CallTree, expand, fault_hits
 from simulation.columns import SpanBlocks
 from simulation.conditions import Conditions
+from simulation.drifts import NO_DRIFTS, Drifts
 from simulation.engines import (
     EngineRequests,
     add_worker_spans,
@@ -62,23 +63,25 @@ def generate_invocations(
     hiccups: Hiccups,
     rng: np.random.Generator,
     conditions: Conditions | None = None,
+    drifts: Drifts = NO_DRIFTS,
 ) -> tuple[SpanBatch, Invocations, NcclSpans, list[EngineRequests]]:
     """Every span of the case (its roots `plans`, its healthy levels `conditions`, by default the
-    topology as written), sorted by start time, the invocations they came from, the NCCL spans'
-    communicators and ranks, and each engine replica's requests (the per-rank truth)."""
+    topology as written, and the unrelated services' `drifts`), sorted by start time, the
+    invocations they came from, the NCCL spans' communicators and ranks, and each engine
+    replica's requests (the per-rank truth)."""
     conditions = conditions or Conditions.neutral(ct)
     arrivals = traffic.arrivals(rng)
     roots = rng.choice(ct.entry_ops, size=arrivals.shape[0], p=ct.entry_weights)
     structure = next((p for p in plans if p.fault is Fault.CALL_STRUCTURE), None)
     caught = next((p for p in plans if p.fault is Fault.ERRORS and p.caught > 0), None)
-    tree = expand(ct, structure, rng, roots, arrivals, conditions.transient_failures, caught)
+    tree = expand(ct, structure, rng, roots, arrivals, conditions.transient_failures, caught, drifts)
     op, parent, n = tree.op, tree.parent, tree.op.shape[0]
     service = ct.op_service[op]
     t_root = arrivals[tree.trace]
     hits = [tree.changed if p is structure else fault_hits(ct, p, op, tree.instance, t_root, rng) for p in plans]
     load = traffic.load(t_root)
     hiccup = hiccups.factors(service, t_root)
-    slow = hiccup.copy()
+    slow = hiccup * drifts.slowdown(service, t_root)
     failing = np.zeros(n, np.bool_)
     touched = np.zeros(n, np.bool_)  # what a non-LLM root applies to
     for plan, hit in zip(plans, hits, strict=True):
@@ -91,7 +94,7 @@ def generate_invocations(
     spread = np.exp(ct.op_sigma[op] * conditions.sigma_scale * rng.standard_normal(n))
     self_s = ct.op_median[op] * conditions.op_scale[op] * spread * load**conditions.load_exponent * slow
     error = rng.random(n) < ct.op_error[op] * conditions.error_scale * np.where(hiccup > 1, 3.0, 1.0)
-    error |= failing
+    error |= failing | drifts.failed(service, t_root, rng)
     self_s = np.where(failing, self_s * rng.uniform(0.5, 1.0, n), self_s)
     if structure is not None and structure.change is CallChange.ABORT:
         error |= tree.changed & (rng.random(n) < 0.5)

@@ -27,6 +27,9 @@ Where the ranges come from (none is taken from rca's evidence code):
 - caught exceptions: a handler that catches what it throws logs it (at ERROR, or at WARN where the
   team reads it as handled) and returns a fallback, so the request succeeds without the calls the
   rest of the handler would have made; some code paths rethrow instead;
+- drifts: in a real incident's window other services change too (a deploy, a cron job, an
+  expired cache, a shift in what users ask for): up to a few services slow by x1.2-3, fail
+  0.3-5 % of their requests or make one call a fifth to most as often, for minutes;
 - queues: vLLM's waiting time ranges from milliseconds (idle) to seconds (saturated); a working
   priority scheduler lets urgent requests wait 10-80 % of what ordinary ones wait.
 """
@@ -83,6 +86,10 @@ class Profile:
     hiccup_factor: Range
     hot_services: tuple[int, int]  # busy-but-healthy services on the request path, [lo, hi)
     hot_factor: Range  # their steady self-time multiplier
+    drifts: tuple[int, int]  # unrelated services that change during the case (`simulation.drifts`), [lo, hi)
+    drift_slowdown: Range  # a slowed one's self-time factor
+    drift_errors: Range  # a failing one's share of failing requests
+    drift_calls: Range  # the factor on the chance that a changed operation makes its call
     optional_services: tuple[tuple[str, float], ...]  # LLM stack extras and the chance each exists
     mesh_variant: int  # which generated mesh structure
     # fault sizes
@@ -132,6 +139,10 @@ DEFAULT = Profile(
     hiccup_factor=Range(2.0, 6.0),
     hot_services=(0, 3),
     hot_factor=Range(2.5, 10.0),
+    drifts=(0, 3),
+    drift_slowdown=Range(1.2, 3.0),
+    drift_errors=Range(0.003, 0.05),
+    drift_calls=Range(0.2, 0.85, log=False),
     optional_services=(("moderation", 0.8), ("embedding-service", 1.0), ("guardrails", 0.2), ("reranker", 0.2)),
     mesh_variant=0,
     slowdown=Range(1.3, 12.0),
@@ -178,6 +189,10 @@ SHIFTED = Profile(
     hiccup_factor=Range(1.8, 8.0),
     hot_services=(1, 4),
     hot_factor=Range(2.0, 15.0),
+    drifts=(0, 4),
+    drift_slowdown=Range(1.15, 4.0),
+    drift_errors=Range(0.002, 0.08),
+    drift_calls=Range(0.1, 0.9, log=False),
     optional_services=(("moderation", 0.3), ("embedding-service", 0.6), ("guardrails", 0.8), ("reranker", 0.7)),
     mesh_variant=1,
     slowdown=Range(1.25, 16.0),

@@ -15,6 +15,7 @@ from simulation.attributes import SpanAttributes
 from simulation.case import Root, SimulatedCase, Truth
 from simulation.columns import chunks
 from simulation.conditions import Conditions
+from simulation.drifts import Drifts
 from simulation.engines import NCCL_OPS
 from simulation.faults import LLM_FAULTS, SECOND, FaultPlan, Variant, plan_fault, plan_second_root
 from simulation.generator import generate_invocations
@@ -33,6 +34,7 @@ _ANCHOR_SPREAD_S = 30 * 86_400
 _RECOVERY_S = 120  # traffic after the fault, for the resolved notifications
 _LOG_STREAM = 1  # the log writer's own random stream
 _REAL_STREAM = 2  # the real style's own stream (the physics: the conventions style's but for `real_physics`)
+_DRIFT_STREAM = 3  # the unrelated services' drifts (`simulation.drifts`)
 
 TOPOLOGIES = ("llm", "boutique", "mesh200", "mesh1000")
 _GENERIC = (Fault.LATENCY, Fault.ERRORS, Fault.CALL_STRUCTURE)
@@ -151,7 +153,9 @@ def simulate(
     conditions = Conditions.draw(ct, drawn, rng)
     noisy = [ct.service_index[s] for s in ct.topology.noisy]
     hiccups = Hiccups.draw(noisy, start, stop, rng, drawn.hiccups, (drawn.hiccup_factor.lo, drawn.hiccup_factor.hi))
-    batch, invocations, nccl, engines = generate_invocations(ct, plans, traffic, hiccups, rng, conditions)
+    drift_rng = np.random.default_rng([seed, key, list(PROFILES).index(profile), _DRIFT_STREAM])
+    drifts = Drifts.draw(ct, plans, start, stop, drawn, drift_rng)
+    batch, invocations, nccl, engines = generate_invocations(ct, plans, traffic, hiccups, rng, conditions, drifts)
     comm_ids = tuple(e.comm_id for e in ct.topology.engines)
     attributes = SpanAttributes.of(nccl, comm_ids, NCCL_OPS, drawn.token_keys, drawn.priority_encoding)
     alerts = decide_alerts(batch, ct.topology.user_facing, inject, end, rng)
@@ -184,6 +188,7 @@ def simulate(
         profile=profile,
         layout=layout.label if layout else "",
         hot_services=conditions.hot,
+        drifting=drifts.services(ct),
         roots=tuple(
             Root(node, str(p.fault), service, p.magnitude, p.inject_ns, p.end_ns, str(p.mode))
             for p, (node, service) in zip(plans, roots, strict=True)
