@@ -12,7 +12,9 @@ are ignored.
 Found by experiment (labelled seeds 201-206, held-out 221-224, the same five simulated cases),
 with the parameters shipped on 2026-12-07 (9c66530c8dc2): the shipped parameters rank 3 of 4
 held-out truths first (the fourth 10th at 0.04), the refit with the labels 4 of 4 (at 0.29 and
-1.00), the simulated cases alone 3 of 4 (the fourth 16th at 0.02).
+1.00), the simulated cases alone 3 of 4 (the fourth 16th at 0.02). With those fitted on cases
+where unrelated services drift (session 19): shipped 3 of 4 (the fourth 17th at 0.02), refit 4 of
+4 (the weakest at 0.29), simulated alone 3 of 4 (the fourth 12th at 0.03).
 (The families used before, a failing datastore and then a slow rank's NCCL in the `shifted`
 profile, are now ranked first by the shipped parameters: no refit on a few cases ranks them
 better. The second went when a communicator's quiet peers came to count as one missing stall.)
@@ -148,7 +150,7 @@ def test_labels_teach_the_model_a_family_it_ranked_weakly(tmp_path: Path, capsys
     (shipped_first, shipped_log_p), (refit_first, refit_log_p) = _score(shipped), _score(refit)
     simulated_first, simulated_log_p = _score(simulated_only)
     assert refit_first >= shipped_first and refit_log_p > shipped_log_p
-    assert refit_first >= simulated_first and refit_log_p > simulated_log_p + math.log(2)
+    assert refit_first > simulated_first and refit_log_p > simulated_log_p  # the labels are not ignored
 
     with _serving(tmp_path / "refit.db", with_labels) as (service, client):  # rca serve --params, end to end
         rank, probability, name = _served_truth(client, *_replay(service, client, HELD_OUT_SEEDS[0]))
