@@ -212,11 +212,12 @@ def _engine_parts(table: Table) -> list[Part]:
     return parts
 
 
-def _served_tokens(x: LlmExtractor, nodes: Index) -> Array:
+def _served_tokens(x: LlmExtractor, nodes: Index, running_from: int) -> Array:
     """Output tokens per window that each of `nodes` (GPU nodes) served: those of the requests
     of the engines calling its rank (the node's owning service), or of the rank itself; of the
-    engine replica in the GPU's own pod where one counted tokens (`_pod_tokens`). Decode steps,
-    one per output token, are most of a GPU's time and memory traffic."""
+    engine replica in the GPU's own pod where one counted tokens (`_pod_tokens`); none from
+    window `running_from` on (`_running_from`). Decode steps, one per output token, are most of a
+    GPU's time and memory traffic."""
     table = x.series.signals
     token_nodes, tokens = _by_signal(table, Signal.OUTPUT_TOKENS)
     sources, sums = _by_service(x, token_nodes, tokens)
@@ -231,7 +232,7 @@ def _served_tokens(x: LlmExtractor, nodes: Index) -> Array:
     served: Array = serves @ sums[np.searchsorted(sources, high(pairs)), :, SignalSum.SUM]
     in_pod, pod_served = _pod_tokens(x.names, nodes, token_nodes, tokens[:, :, SignalSum.SUM])
     served[in_pod] = pod_served[in_pod]
-    served[:, _running_from(x) :] = 0.0  # no observation: see `_running_from`
+    served[:, running_from:] = 0.0  # no observation: see `_running_from`
     return served
 
 
@@ -298,16 +299,16 @@ def _per_token(nodes: Index, total: Array, weight: Array, served: Array, label: 
     return [(nodes, _log_ratio(total, served), weight, _label(label, nodes.shape[0]))]
 
 
-def _gpu_time(x: LlmExtractor) -> list[Part]:
+def _gpu_time(x: LlmExtractor, running_from: int) -> list[Part]:
     """GPU compute seconds per output token served (latency)."""
     nodes, compute, calls = _gpu_compute(x)
-    return _per_token(nodes, compute, calls, _served_tokens(x, nodes), "gpu_time_per_output_token_s")
+    return _per_token(nodes, compute, calls, _served_tokens(x, nodes, running_from), "gpu_time_per_output_token_s")
 
 
-def _gpu_signal_per_token(x: LlmExtractor, signal: Signal, label: str) -> Rows:
+def _gpu_signal_per_token(x: LlmExtractor, signal: Signal, label: str, running_from: int) -> Rows:
     """A GPU signal's window sum per output token served, rising."""
     nodes, s = _by_signal(x.series.signals, signal)
-    served = _served_tokens(x, nodes)
+    served = _served_tokens(x, nodes, running_from)
     return _ratio_rows(x, _per_token(nodes, s[:, :, SignalSum.SUM], s[:, :, SignalSum.COUNT], served, label), 1)
 
 
@@ -349,7 +350,8 @@ def llm_rows(x: LlmExtractor) -> LlmRows:
     bandwidth = _signal_rows(x, Signal.GPU_DRAM_UTILIZATION, 1)
     gate(bandwidth, 0.75, 0.9)
     allocation = _signal_rows(x, Signal.KV_BLOCK_ALLOCATION_RATE, -1)
-    l2 = _gpu_signal_per_token(x, Signal.GPU_L2_SECTORS, "l2_sectors_per_output_token")
+    running_from = _running_from(x)
+    l2 = _gpu_signal_per_token(x, Signal.GPU_L2_SECTORS, "l2_sectors_per_output_token", running_from)
     loaded = tuple(_where_allocation_low(r, allocation) for r in (l2, _signal_rows(x, Signal.KV_USAGE, 1)))
     gate(allocation, 0.95, 0.7)
     block = _signal_rows(x, Signal.KV_AVG_BLOCK_SIZE, -1)
@@ -363,7 +365,7 @@ def llm_rows(x: LlmExtractor) -> LlmRows:
     collective = _signal_rows(x, Signal.NCCL_LATENCY, 1)  # the rank's wait in collectives
     overlap = _signal_rows(x, Signal.NCCL_OVERLAP, -1)
     _as_far_as_lost(overlap)
-    dram = _gpu_signal_per_token(x, Signal.GPU_DRAM_BYTES, "dram_bytes_per_output_token")
+    dram = _gpu_signal_per_token(x, Signal.GPU_DRAM_BYTES, "dram_bytes_per_output_token", running_from)
     classes = {
         Fault.GPU_MEMORY_BANDWIDTH: merge_rows(bandwidth, dram),
         Fault.KV_CACHE_FRAGMENTATION: _merge((allocation, block, *loaded)),
@@ -376,7 +378,8 @@ def llm_rows(x: LlmExtractor) -> LlmRows:
     for rows in (*classes.values(), wait):
         rows.node = owners(rows.node)
     latency = [
-        (owners(nodes), y, weight, labels) for nodes, y, weight, labels in [*_engine_parts(table), *_gpu_time(x)]
+        (owners(nodes), y, weight, labels)
+        for nodes, y, weight, labels in [*_engine_parts(table), *_gpu_time(x, running_from)]
     ]
     return LlmRows(latency, classes, wait)
 
