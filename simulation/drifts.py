@@ -18,13 +18,12 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
-from simulation.faults import FaultPlan
+from simulation.faults import SECOND, FaultPlan
 from simulation.profiles import Profile
 from simulation.topology import CompiledTopology
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
-SECOND = 1_000_000_000
 _LENGTH_S = (120.0, 600.0)  # how long a drift lasts, unless the case ends first
 
 
@@ -51,6 +50,8 @@ class Drift:
 
 @dataclass(frozen=True, slots=True)
 class Drifts:
+    """A case's drifts, and what they do to each invocation."""
+
     items: tuple[Drift, ...] = ()
 
     @staticmethod
