@@ -123,6 +123,7 @@ def test_truth_json_names_the_fault(written: Path) -> None:
         }
     ]
     assert truth["profile"] == "default" and re.fullmatch(r"tp[248]x[12]", truth["layout"])
+    assert truth["drifting"] == list(case.truth.drifting) and truth["service"] not in truth["drifting"]
     assert parse_rfc3339_ns(truth["inject"]) == truth["inject_ns"] == case.truth.inject_ns
     assert parse_rfc3339_ns(truth["end"]) == truth["end_ns"] > truth["inject_ns"]
 

@@ -4,6 +4,7 @@ changes, where and when, and what a draw may pick."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rca.telemetry.faults import Fault
 from simulation import simulate
@@ -83,3 +84,13 @@ def test_drifts_fall_on_distinct_services_that_no_root_runs_on_and_no_engine() -
             assert not {r.service for r in truth.roots} & set(truth.drifting)
             assert not any(s.startswith(("vllm-worker", "vllm-engine")) for s in truth.drifting)
         assert set(counts) <= set(range(*DEFAULT.drifts)) and len(set(counts)) > 1
+
+
+def test_drifts_leave_the_fault_and_the_healthy_levels_as_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
+    seed = next(s for s in range(1, 20) if simulate("boutique-latency", seed=s, rate=5.0).truth.drifting)
+    drifting = simulate("boutique-latency", seed=seed, rate=5.0)
+    monkeypatch.setattr(Drifts, "draw", staticmethod(lambda *_: NO_DRIFTS))
+    calm = simulate("boutique-latency", seed=seed, rate=5.0)
+    assert calm.truth.drifting == () and drifting.truth.drifting
+    assert calm.truth.roots == drifting.truth.roots and calm.truth.hot_services == drifting.truth.hot_services
+    assert calm.truth.end_ns == drifting.truth.end_ns and calm.start_ns == drifting.start_ns
