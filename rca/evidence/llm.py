@@ -212,28 +212,46 @@ def _engine_parts(table: Table) -> list[Part]:
     return parts
 
 
-def _served_tokens(x: LlmExtractor, nodes: Index, running_from: int) -> Array:
-    """Output tokens per window that each of `nodes` (GPU nodes) served: those of the requests
-    of the engines calling its rank (the node's owning service), or of the rank itself; of the
-    engine replica in the GPU's own pod where one counted tokens (`_pod_tokens`); none from
-    window `running_from` on (`_running_from`). Decode steps, one per output token, are most of a
-    GPU's time and memory traffic."""
-    table = x.series.signals
-    token_nodes, tokens = _by_signal(table, Signal.OUTPUT_TOKENS)
-    sources, sums = _by_service(x, token_nodes, tokens)
-    if sources.shape[0] == 0 or nodes.shape[0] == 0:
-        return np.zeros((nodes.shape[0], table.sums.shape[1]))
-    keys = x.series.edges.keys
-    caller, callee = x.node_of[high(keys)], x.node_of[low(keys)]
-    called = np.isin(caller, sources) & (caller != callee)
-    pairs = np.unique(np.concatenate([pair_key(caller[called], callee[called]), pair_key(sources, sources)]))
-    owner = np.asarray(x.names.owners, np.int64)[nodes]
-    serves = (owner[:, None] == low(pairs)[None, :]).astype(np.float64)
-    served: Array = serves @ sums[np.searchsorted(sources, high(pairs)), :, SignalSum.SUM]
-    in_pod, pod_served = _pod_tokens(x.names, nodes, token_nodes, tokens[:, :, SignalSum.SUM])
-    served[in_pod] = pod_served[in_pod]
-    served[:, running_from:] = 0.0  # no observation: see `_running_from`
-    return served
+@dataclass(frozen=True, slots=True)
+class _ServedTokens:
+    """Output tokens per window that a GPU served: those of the requests of the engines calling
+    its rank (the node's owning service), or of the rank itself; of the engine replica in the
+    GPU's own pod where one counted tokens (`_pod_tokens`); none from window `running_from` on
+    (`_running_from`). Decode steps, one per output token, are most of a GPU's time and memory
+    traffic. Found once per ranking, read by each per-token row."""
+
+    names: Names
+    sources: Index  # services whose requests count output tokens
+    sums: Array  # (sources, windows): their tokens
+    pairs: Index  # pair_key(source, node): the node serves the source's requests
+    token_nodes: Index  # the nodes that counted tokens
+    tokens: Array  # (token nodes, windows)
+    running_from: int
+
+    @staticmethod
+    def of(x: LlmExtractor) -> _ServedTokens:
+        token_nodes, tokens = _by_signal(x.series.signals, Signal.OUTPUT_TOKENS)
+        sources, sums = _by_service(x, token_nodes, tokens)
+        keys = x.series.edges.keys
+        caller, callee = x.node_of[high(keys)], x.node_of[low(keys)]
+        called = np.isin(caller, sources) & (caller != callee)
+        pairs = np.unique(np.concatenate([pair_key(caller[called], callee[called]), pair_key(sources, sources)]))
+        token_sums = tokens[:, :, SignalSum.SUM]
+        return _ServedTokens(
+            x.names, sources, sums[:, :, SignalSum.SUM], pairs, token_nodes, token_sums, _running_from(x)
+        )
+
+    def to(self, nodes: Index) -> Array:
+        """(nodes, windows): what each of `nodes` (GPU nodes) served."""
+        if self.sources.shape[0] == 0 or nodes.shape[0] == 0:
+            return np.zeros((nodes.shape[0], self.sums.shape[1]))
+        owner = np.asarray(self.names.owners, np.int64)[nodes]
+        serves = (owner[:, None] == low(self.pairs)[None, :]).astype(np.float64)
+        served: Array = serves @ self.sums[np.searchsorted(self.sources, high(self.pairs))]
+        in_pod, pod_served = _pod_tokens(self.names, nodes, self.token_nodes, self.tokens)
+        served[in_pod] = pod_served[in_pod]
+        served[:, self.running_from :] = 0.0  # no observation: see `_running_from`
+        return served
 
 
 def _pod_tokens(names: Names, nodes: Index, token_nodes: Index, tokens: Array) -> tuple[npt.NDArray[np.bool_], Array]:
@@ -299,17 +317,17 @@ def _per_token(nodes: Index, total: Array, weight: Array, served: Array, label: 
     return [(nodes, _log_ratio(total, served), weight, _label(label, nodes.shape[0]))]
 
 
-def _gpu_time(x: LlmExtractor, running_from: int) -> list[Part]:
+def _gpu_time(x: LlmExtractor, served: _ServedTokens) -> list[Part]:
     """GPU compute seconds per output token served (latency)."""
     nodes, compute, calls = _gpu_compute(x)
-    return _per_token(nodes, compute, calls, _served_tokens(x, nodes, running_from), "gpu_time_per_output_token_s")
+    return _per_token(nodes, compute, calls, served.to(nodes), "gpu_time_per_output_token_s")
 
 
-def _gpu_signal_per_token(x: LlmExtractor, signal: Signal, label: str, running_from: int) -> Rows:
+def _gpu_signal_per_token(x: LlmExtractor, signal: Signal, label: str, served: _ServedTokens) -> Rows:
     """A GPU signal's window sum per output token served, rising."""
     nodes, s = _by_signal(x.series.signals, signal)
-    served = _served_tokens(x, nodes, running_from)
-    return _ratio_rows(x, _per_token(nodes, s[:, :, SignalSum.SUM], s[:, :, SignalSum.COUNT], served, label), 1)
+    per_token = _per_token(nodes, s[:, :, SignalSum.SUM], s[:, :, SignalSum.COUNT], served.to(nodes), label)
+    return _ratio_rows(x, per_token, 1)
 
 
 def _nccl_bandwidth(x: LlmExtractor) -> Rows:
@@ -350,8 +368,8 @@ def llm_rows(x: LlmExtractor) -> LlmRows:
     bandwidth = _signal_rows(x, Signal.GPU_DRAM_UTILIZATION, 1)
     gate(bandwidth, 0.75, 0.9)
     allocation = _signal_rows(x, Signal.KV_BLOCK_ALLOCATION_RATE, -1)
-    running_from = _running_from(x)
-    l2 = _gpu_signal_per_token(x, Signal.GPU_L2_SECTORS, "l2_sectors_per_output_token", running_from)
+    served = _ServedTokens.of(x)
+    l2 = _gpu_signal_per_token(x, Signal.GPU_L2_SECTORS, "l2_sectors_per_output_token", served)
     loaded = tuple(_where_allocation_low(r, allocation) for r in (l2, _signal_rows(x, Signal.KV_USAGE, 1)))
     gate(allocation, 0.95, 0.7)
     block = _signal_rows(x, Signal.KV_AVG_BLOCK_SIZE, -1)
@@ -365,7 +383,7 @@ def llm_rows(x: LlmExtractor) -> LlmRows:
     collective = _signal_rows(x, Signal.NCCL_LATENCY, 1)  # the rank's wait in collectives
     overlap = _signal_rows(x, Signal.NCCL_OVERLAP, -1)
     _as_far_as_lost(overlap)
-    dram = _gpu_signal_per_token(x, Signal.GPU_DRAM_BYTES, "dram_bytes_per_output_token", running_from)
+    dram = _gpu_signal_per_token(x, Signal.GPU_DRAM_BYTES, "dram_bytes_per_output_token", served)
     classes = {
         Fault.GPU_MEMORY_BANDWIDTH: merge_rows(bandwidth, dram),
         Fault.KV_CACHE_FRAGMENTATION: _merge((allocation, block, *loaded)),
@@ -379,7 +397,7 @@ def llm_rows(x: LlmExtractor) -> LlmRows:
         rows.node = owners(rows.node)
     latency = [
         (owners(nodes), y, weight, labels)
-        for nodes, y, weight, labels in [*_engine_parts(table), *_gpu_time(x, running_from)]
+        for nodes, y, weight, labels in [*_engine_parts(table), *_gpu_time(x, served)]
     ]
     return LlmRows(latency, classes, wait)
 
