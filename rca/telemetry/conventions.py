@@ -127,8 +127,9 @@ def span_signals(attributes: Mapping[str, AttrValue], resource: Mapping[str, Att
 
 
 def peer_node(attributes: Mapping[str, AttrValue]) -> str | None:
-    """The virtual callee a caller span (client, producer, unmarked) names: `peer.service`,
-    else `db.system[/db.name]`, else `server.address`."""
+    """The callee a caller span (client, producer, unmarked) names: `peer.service`, else
+    `db.system[/db.name]`, else `server.address` (a Kubernetes Service's DNS name as the service
+    it names: `service_of_address`). A name no service reports spans under stays a virtual node."""
     peer = attributes.get("peer.service")
     if peer:
         return str(peer)
@@ -137,7 +138,19 @@ def peer_node(attributes: Mapping[str, AttrValue]) -> str | None:
         db = attributes.get("db.name")
         return f"{system}/{db}" if db else str(system)
     address = attributes.get("server.address")
-    return str(address) if address else None
+    return service_of_address(str(address)) if address else None
+
+
+def service_of_address(address: str) -> str:
+    """The Service a Kubernetes DNS name addresses (`<service>.<namespace>.svc`, then the cluster
+    domain, `cluster.local` by default): its first label, which is the `service.name` its pods
+    usually report, so the calls its server spans never answered (refused, timed out, failed on
+    the way) land on it, not on a node of their own. Any other address as it is (an IP, an
+    external host, a bare name)."""
+    labels = address.rstrip(".").split(".")
+    if len(labels) >= 3 and labels[2] == "svc" and all(labels[:2]):
+        return labels[0]
+    return address
 
 
 def instance_of(resource: Mapping[str, AttrValue]) -> str | None:
